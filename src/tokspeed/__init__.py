@@ -1,0 +1,7 @@
+"""tokspeed: measure how fast an LLM deployment really is."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

@@ -1,0 +1,191 @@
+"""The validated run configuration; every default lives here.
+
+`RunConfig` is built from CLI flags, a scenario YAML file, or both (flags win).
+It is saved in `run.json` with secrets removed (`redacted_dump`).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+
+from tokspeed.errors import ConfigError
+from tokspeed.metrics.slo import SLO, parse_slo
+
+DEFAULT_REQUESTS = 100
+DEFAULT_OUTPUT_TOKENS = "256"
+DEFAULT_TIMEOUT_S = 600.0
+SAMPLE_OUTPUTS = 3  # records that keep their full output text (for the console sample)
+SECRET_HEADERS = ("authorization", "api-key", "x-api-key", "proxy-authorization", "cookie")
+
+
+class Api(str, Enum):
+    COMPLETIONS = "completions"
+    CHAT = "chat"
+
+
+class Arrival(str, Enum):
+    CONSTANT = "constant"
+    POISSON = "poisson"
+    GAMMA = "gamma"
+
+
+_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(text: str | float | int) -> float:
+    """`30s`, `5m`, `1.5h`, `250ms` or a bare number of seconds -> seconds."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    m = _DURATION_RE.match(text)
+    if not m:
+        raise ConfigError(f"cannot parse duration {text!r}", hint="use e.g. 30s, 5m, 1h or 250ms")
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+class RunConfig(BaseModel):
+    """Everything a run needs. Field docs double as the scenario-file reference."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # target
+    target: str | None = Field(None, description="http(s)://host:port/v1 of an OpenAI-compatible server")
+    api: Api = Field(Api.CHAT, description="completions or chat")
+    stream: bool = Field(True, description="stream with SSE (needed for TTFT and ITL)")
+    model: str | None = Field(None, description="model name; discovered from /v1/models when omitted")
+    api_key: SecretStr | None = Field(None, description="bearer token; never written to results")
+    headers: dict[str, str] = Field(default_factory=dict, description="extra HTTP headers")
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="merged into every request body")
+    timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0, description="per-request timeout, seconds")
+    include_usage: bool = Field(True, description="ask for stream_options.include_usage")
+
+    # sampling
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: list[str] = Field(default_factory=list)
+
+    # workload
+    dataset: str = Field("builtin", description="builtin, synthetic, or a path to a prompt file")
+    input_tokens: str | None = Field(None, description="synthetic prompt length: N, uniform:a,b, normal:m,sd")
+    output_tokens: str = Field(DEFAULT_OUTPUT_TOKENS, description="max_tokens per request: N or a distribution")
+    tokenizer: str | None = Field(None, description="local tokenizer.json or model dir for exact counts")
+    seed: int = Field(0, description="seeds prompt sampling and arrival times")
+
+    # load
+    profile: Literal["synchronous", "concurrency", "rate"] = "synchronous"
+    concurrency: int | None = Field(None, ge=1)
+    rate: float | None = Field(None, gt=0, description="requests per second (open loop)")
+    arrival: Arrival = Arrival.POISSON
+    burstiness: float = Field(1.0, gt=0, description="gamma shape; 1 = Poisson, <1 burstier")
+    max_concurrency: int | None = Field(None, ge=1, description="cap on in-flight requests for --rate")
+
+    # limits
+    requests: int | None = Field(None, ge=1)
+    duration_s: float | None = Field(None, gt=0)
+    warmup: int | None = Field(None, ge=0, description="warm-up requests; default one per stream")
+    iterations: int = Field(1, ge=1)
+
+    # judging and output
+    slo: list[str] = Field(default_factory=list)
+    out: Path | None = None
+
+    @field_validator("slo")
+    @classmethod
+    def _check_slos(cls, v: list[str]) -> list[str]:
+        for s in v:
+            parse_slo(s)
+        return v
+
+    @field_validator("duration_s", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return None if v is None else parse_duration(v)
+
+    @model_validator(mode="after")
+    def _check_profile(self) -> RunConfig:
+        if self.profile == "concurrency" and self.concurrency is None:
+            raise ValueError("profile 'concurrency' needs concurrency: N")
+        if self.profile == "rate" and self.rate is None:
+            raise ValueError("profile 'rate' needs rate: R")
+        return self
+
+    # derived values -------------------------------------------------------
+    @property
+    def slos(self) -> list[SLO]:
+        return [parse_slo(s) for s in self.slo]
+
+    @property
+    def streams(self) -> int:
+        """How many requests can be in flight at once (sizes the connection pool)."""
+        if self.profile == "synchronous":
+            return 1
+        if self.profile == "concurrency":
+            return self.concurrency or 1
+        if self.max_concurrency:
+            return self.max_concurrency
+        return max(1, min(1024, int((self.rate or 1) * 10)))
+
+    @property
+    def warmup_requests(self) -> int:
+        if self.warmup is not None:
+            return self.warmup
+        return min(self.streams, 16)
+
+    @property
+    def measured_requests(self) -> int | None:
+        """Requests per iteration; None means 'until --duration ends'."""
+        if self.requests is not None:
+            return self.requests
+        return None if self.duration_s is not None else DEFAULT_REQUESTS
+
+    def redacted_dump(self) -> dict[str, Any]:
+        """The config as saved in run.json: no API key, secret headers masked."""
+        d = self.model_dump(mode="json", exclude={"api_key"})
+        d["api_key_set"] = self.api_key is not None
+        d["headers"] = {
+            k: ("***" if k.lower() in SECRET_HEADERS else v) for k, v in self.headers.items()
+        }
+        return d
+
+
+def config_from_sources(scenario: Path | None, overrides: dict[str, Any]) -> RunConfig:
+    """Merge a scenario YAML file with flag overrides (flags win) and validate."""
+    data: dict[str, Any] = {}
+    if scenario is not None:
+        data.update(_read_scenario(scenario))
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    if data.get("concurrency") is not None and "profile" not in overrides and "profile" not in data:
+        data["profile"] = "concurrency"
+    try:
+        return RunConfig(**data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "config"
+        raise ConfigError(
+            f"invalid {where}: {first.get('msg')}",
+            hint="see `tokspeed run --help` for every option and its range",
+        ) from exc
+
+
+def _read_scenario(path: Path) -> dict[str, Any]:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read scenario {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"scenario {path} is not valid YAML: {exc}") from exc
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"scenario {path} must be a mapping of option: value")
+    if "duration" in raw and "duration_s" not in raw:
+        raw["duration_s"] = raw.pop("duration")
+    if "timeout" in raw and "timeout_s" not in raw:
+        raw["timeout_s"] = parse_duration(raw.pop("timeout"))
+    return {k.replace("-", "_"): v for k, v in raw.items()}

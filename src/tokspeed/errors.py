@@ -1,0 +1,38 @@
+"""The exception hierarchy. Library code raises these; only `tokspeed.cli` prints and exits.
+
+    TokspeedError              base; `hint` says what the user can change
+    ├── ConfigError            bad flags, scenario file or values      (CLI exit 2)
+    ├── WorkloadError          a dataset that cannot be read or used   (CLI exit 2)
+    ├── TargetError            the target cannot be reached or used    (CLI exit 1)
+    └── ResultsError           a results directory cannot be read      (CLI exit 1)
+
+Failed *requests* are not exceptions: they are records with status "error".
+"""
+
+from __future__ import annotations
+
+
+class TokspeedError(Exception):
+    """Base class; `hint` is an optional one-line suggestion for the user."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class ConfigError(TokspeedError):
+    exit_code = 2
+
+
+class WorkloadError(TokspeedError):
+    exit_code = 2
+
+
+class TargetError(TokspeedError):
+    exit_code = 1
+
+
+class ResultsError(TokspeedError):
+    exit_code = 1

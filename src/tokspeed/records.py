@@ -1,0 +1,183 @@
+"""Hot-path types: what a request asks for and what happened to it.
+
+A `RequestSpec` is one unit of work from the workload. A `RequestRecord` is
+everything observed about one attempt to serve it, as raw integer-nanosecond
+timestamps from one monotonic clock (`time.perf_counter_ns()`). Derived
+metrics (TTFT, ITL, ...) are never stored here; `tokspeed.metrics` computes
+them from records, so any analysis can be re-run offline.
+
+In memory, timestamps are monotonic-clock nanoseconds. In `requests.jsonl`
+they are Unix-epoch nanoseconds (the run's single wall-clock anchor is added),
+and chunk times are stored as offsets from `sent_ns`. `to_json_dict` and
+`from_json_dict` do that conversion and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Status(str, Enum):
+    """How a request ended."""
+
+    OK = "ok"  # completed normally
+    ERROR = "error"  # the server or the transport failed it
+    INCOMPLETE = "incomplete"  # cancelled by the client (Ctrl-C, duration end)
+
+
+class ErrorKind(str, Enum):
+    """Classification of a failed request, for counting and diagnosis."""
+
+    CONNECT = "connect"  # could not connect / connection reset before a response
+    TIMEOUT = "timeout"  # --timeout exceeded
+    HTTP = "http"  # non-2xx status (see http_status)
+    STREAM = "stream"  # an error object inside the stream
+    PROTOCOL = "protocol"  # malformed response (bad JSON, stream ended without data)
+    OTHER = "other"
+
+
+class TokenSource(str, Enum):
+    """Where a token count came from (most to least trustworthy)."""
+
+    USAGE = "usage"  # the server's `usage` object
+    TOKENIZER = "tokenizer"  # counted with the model's tokenizer
+    CHUNKS = "chunks"  # one token per token-bearing chunk (output only)
+    APPROX = "approx"  # documented character heuristic (input only)
+    ENGINE = "engine"  # counted by an in-process engine
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """One request the workload wants sent.
+
+    Exactly one of `prompt` (completions API) or `messages` (chat API) is the
+    natural form; the backend converts between them when the API differs.
+    """
+
+    index: int
+    prompt: str | None = None
+    messages: tuple[dict[str, str], ...] | None = None
+    max_tokens: int | None = None
+    input_tokens: int | None = None  # known prompt length, if the workload measured it
+    input_tokens_source: TokenSource | None = None
+
+    def prompt_text(self) -> str:
+        """The prompt as plain text (chat messages joined), for counting and samples."""
+        if self.prompt is not None:
+            return self.prompt
+        return "\n".join(m.get("content", "") for m in (self.messages or ()))
+
+    def as_messages(self) -> list[dict[str, str]]:
+        if self.messages is not None:
+            return list(self.messages)
+        return [{"role": "user", "content": self.prompt or ""}]
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """What happened to one request. Mutable while in flight, then frozen by convention.
+
+    `chunk_ns[i]` is when the i-th token-bearing chunk (content or reasoning)
+    arrived; `chunk_tokens[i]` is how many tokens it carried when that is known
+    (None: unknown, the metrics then spread the output token count evenly).
+    """
+
+    index: int  # RequestSpec.index
+    iteration: int  # 0 = warm-up phase, 1..K = measured iterations
+    warmup: bool
+    scheduled_ns: int
+    sent_ns: int = 0
+    first_token_ns: int | None = None  # first content-or-reasoning token
+    first_content_ns: int | None = None  # first *content* token (time to first answer)
+    end_ns: int | None = None  # last byte received (or failure time)
+    chunk_ns: list[int] = field(default_factory=list)
+    chunk_tokens: list[int] | None = None
+    reasoning_chunks: int = 0  # how many of chunk_ns carried reasoning rather than content
+    input_tokens: int | None = None
+    input_tokens_source: TokenSource | None = None
+    output_tokens: int | None = None
+    output_tokens_source: TokenSource | None = None
+    max_tokens: int | None = None  # what was asked for (to detect ignored max_tokens)
+    status: Status = Status.OK
+    error_kind: ErrorKind | None = None
+    error: str | None = None
+    http_status: int | None = None
+    response_id: str | None = None
+    finish_reason: str | None = None
+    output_text: str | None = None  # kept only for the first requests (samples)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    def to_json_dict(self, epoch_offset_ns: int) -> dict[str, Any]:
+        """Serialise with absolute times shifted to the Unix epoch."""
+
+        def wall(t: int | None) -> int | None:
+            return None if t is None else t + epoch_offset_ns
+
+        sent = self.sent_ns
+        return {
+            "index": self.index,
+            "iteration": self.iteration,
+            "warmup": self.warmup,
+            "status": self.status.value,
+            "scheduled_ns": wall(self.scheduled_ns),
+            "sent_ns": wall(sent),
+            "first_token_ns": wall(self.first_token_ns),
+            "first_content_ns": wall(self.first_content_ns),
+            "end_ns": wall(self.end_ns),
+            "chunk_offsets_ns": [t - sent for t in self.chunk_ns],
+            "chunk_tokens": self.chunk_tokens,
+            "reasoning_chunks": self.reasoning_chunks,
+            "input_tokens": self.input_tokens,
+            "input_tokens_source": _enum_value(self.input_tokens_source),
+            "output_tokens": self.output_tokens,
+            "output_tokens_source": _enum_value(self.output_tokens_source),
+            "max_tokens": self.max_tokens,
+            "error_kind": _enum_value(self.error_kind),
+            "error": self.error,
+            "http_status": self.http_status,
+            "response_id": self.response_id,
+            "finish_reason": self.finish_reason,
+            "output_text": self.output_text,
+        }
+
+    @classmethod
+    def from_json_dict(cls, d: dict[str, Any]) -> RequestRecord:
+        """Inverse of `to_json_dict`; times stay on the epoch scale (differences are unchanged)."""
+        sent = int(d["sent_ns"])
+        src_in = d.get("input_tokens_source")
+        src_out = d.get("output_tokens_source")
+        kind = d.get("error_kind")
+        return cls(
+            index=int(d["index"]),
+            iteration=int(d.get("iteration", 1)),
+            warmup=bool(d.get("warmup", False)),
+            scheduled_ns=int(d["scheduled_ns"]),
+            sent_ns=sent,
+            first_token_ns=d.get("first_token_ns"),
+            first_content_ns=d.get("first_content_ns"),
+            end_ns=d.get("end_ns"),
+            chunk_ns=[sent + int(o) for o in d.get("chunk_offsets_ns") or ()],
+            chunk_tokens=d.get("chunk_tokens"),
+            reasoning_chunks=int(d.get("reasoning_chunks") or 0),
+            input_tokens=d.get("input_tokens"),
+            input_tokens_source=TokenSource(src_in) if src_in else None,
+            output_tokens=d.get("output_tokens"),
+            output_tokens_source=TokenSource(src_out) if src_out else None,
+            max_tokens=d.get("max_tokens"),
+            status=Status(d.get("status", "ok")),
+            error_kind=ErrorKind(kind) if kind else None,
+            error=d.get("error"),
+            http_status=d.get("http_status"),
+            response_id=d.get("response_id"),
+            finish_reason=d.get("finish_reason"),
+            output_text=d.get("output_text"),
+        )
+
+
+def _enum_value(e: Enum | None) -> Any:
+    return None if e is None else e.value
