@@ -95,6 +95,11 @@ class RunConfig(BaseModel):
     slo: list[str] = Field(default_factory=list)
     out: Path | None = None
 
+    @field_validator("output_tokens", "input_tokens", mode="before")
+    @classmethod
+    def _length_as_text(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int) else v
+
     @field_validator("slo")
     @classmethod
     def _check_slos(cls, v: list[str]) -> list[str]:

@@ -7,7 +7,9 @@ An SLO is a metric name, an operator and a value. Names follow
   distribution (what capacity search holds);
 * without one (`ttft_ms<=500`) it is a *per-request SLO*, applied to each
   request; goodput counts completed requests that meet every per-request
-  threshold. A percentile SLO implies its per-request threshold for goodput.
+  threshold. A percentile SLO implies its per-request threshold for goodput
+  (`SLO.per_request_form`): any stat but `stdev` (a spread, not a level) does,
+  so `ttft_p99_ms<=500` makes goodput count requests with `ttft_ms<=500`.
 
 Run-level names without a per-request form (`error_rate`, `output_tokens_per_s`,
 `requests_per_s`) are only judged on the summary.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Literal
 
 from tokspeed.errors import ConfigError
 
@@ -63,7 +65,32 @@ class SLO:
 
     @property
     def per_request(self) -> bool:
+        """True when the metric has a per-request value (`ttft`, ...), whatever the stat."""
         return self.metric in PER_REQUEST
+
+    @property
+    def kind(self) -> Literal["run", "percentile", "per_request"]:
+        """`run` (error_rate, ...), `percentile` (has a stat) or `per_request` (no stat)."""
+        if not self.per_request:
+            return "run"
+        return "per_request" if self.stat is None else "percentile"
+
+    def per_request_form(self) -> SLO | None:
+        """The per-request threshold this SLO implies for goodput, or None.
+
+        A per-request SLO is its own form; `ttft_p99_ms<=500` implies
+        `ttft_ms<=500`; `stdev` SLOs and run-level SLOs imply none.
+        """
+        if not self.per_request or self.stat == "stdev":
+            return None
+        if self.stat is None:
+            return self
+        return SLO(metric=self.metric, stat=None, unit=self.unit, op=self.op, value=self.value)
+
+    @property
+    def compare(self) -> Callable[[Any, Any], Any]:
+        """The operator as a function `(observed, threshold)`; elementwise on numpy arrays."""
+        return _OPS[self.op]
 
     def holds(self, observed: float | None) -> bool:
         """True when `observed` meets the objective; a missing value never does."""

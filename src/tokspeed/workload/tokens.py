@@ -29,7 +29,8 @@ def approx_token_count(text: str) -> int:
 
 
 class TokenCounter(Protocol):
-    source: TokenSource
+    @property
+    def source(self) -> TokenSource: ...
 
     def count(self, text: str) -> int: ...
 

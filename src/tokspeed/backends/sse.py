@@ -1,0 +1,72 @@
+"""An incremental Server-Sent Events decoder: bytes in, event data payloads out.
+
+Follows the WHATWG rules that matter for LLM servers: lines end in LF, CRLF or
+CR (a CR at the end of one network read may be the first half of a CRLF);
+`:` lines are comments (keep-alives) and are dropped; several `data:` lines
+of one event are joined with LF; a blank line ends an event; other fields
+(`event:`, `id:`, `retry:`) are ignored except that the event type is kept.
+Events may be split across reads and one read may hold many events.
+
+This sits on the per-token path, so it works on bytes and allocates little.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+_DATA = b"data"
+_EVENT = b"event"
+
+
+@dataclass(slots=True)
+class SSEDecoder:
+    """Feed raw bytes; get back the `data` payload of every completed event.
+
+    `feed` returns a list of payloads (bytes). `last_event_type` holds the
+    `event:` field of the most recent dispatched event (b"" when none).
+    """
+
+    _tail: bytes = b""
+    _after_cr: bool = False  # the previous read ended in CR: a leading LF belongs to it
+    _data: list[bytes] = field(default_factory=list)
+    _event: bytes = b""
+    last_event_type: bytes = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if self._after_cr:
+            self._after_cr = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
+        buf = self._tail + chunk if self._tail else chunk
+        if b"\r" in buf:
+            self._after_cr = buf.endswith(b"\r")
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = buf.split(b"\n")
+        self._tail = lines.pop()
+        out: list[bytes] = []
+        for line in lines:
+            self._line(line, out)
+        return out
+
+    def close(self) -> list[bytes]:
+        """End of stream: dispatch what is pending even without a final blank line."""
+        out = self.feed(b"\n\n") if (self._tail or self._data) else []
+        return out
+
+    def _line(self, line: bytes, out: list[bytes]) -> None:
+        if not line:
+            if self._data:
+                out.append(self._data[0] if len(self._data) == 1 else b"\n".join(self._data))
+                self._data = []
+                self.last_event_type = self._event
+            self._event = b""
+            return
+        if line[0] == 58:  # b":" comment / keep-alive
+            return
+        name, sep, value = line.partition(b":")
+        if sep and value[:1] == b" ":
+            value = value[1:]
+        if name == _DATA:
+            self._data.append(value)
+        elif name == _EVENT:
+            self._event = value

@@ -1,0 +1,68 @@
+"""The command line: the only place that prints errors and chooses exit codes.
+
+Exit codes: 0 ok, 1 failure (target unreachable, every request failed, bad
+results dir), 2 usage or configuration error, 3 an SLO was breached,
+130 interrupted (results so far are saved).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+import click
+import typer
+
+from tokspeed.errors import TokspeedError
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SLO, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+app = typer.Typer(
+    name="tokspeed",
+    help="Measure how fast an LLM deployment really is: TTFT, ITL, TPOT, throughput, goodput.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+
+def _register() -> None:
+    from tokspeed.cli import report_cmd, run_cmd, sim_cmd
+
+    app.command("run", help=run_cmd.HELP, no_args_is_help=False)(run_cmd.run)
+    app.command("report", help=report_cmd.HELP)(report_cmd.report)
+    app.command("sim", help=sim_cmd.HELP)(sim_cmd.sim)
+
+
+_register()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: parse `argv`, run the command, turn errors into a message and an exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        rc = app(args=args, prog_name="tokspeed", standalone_mode=False)
+    except TokspeedError as exc:
+        return _error(str(exc), exc.hint, exc.exit_code)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.exceptions.Abort:
+        return _error("interrupted", None, EXIT_INTERRUPTED)
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return _error("interrupted", None, EXIT_INTERRUPTED)
+    return int(rc or 0)
+
+
+def _error(message: str, hint: str | None, code: int) -> int:
+    print(f"Error: {message}", file=sys.stderr)
+    if hint:
+        print(f"Hint: {hint}", file=sys.stderr)
+    return code
+
+
+def entry() -> None:
+    sys.exit(main())

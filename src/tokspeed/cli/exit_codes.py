@@ -1,0 +1,20 @@
+"""Map a run's outcome to the CLI's exit code."""
+
+from __future__ import annotations
+
+from tokspeed.config import RunConfig
+from tokspeed.runner.run import RunOutcome
+
+EXIT_OK, EXIT_FAIL, EXIT_SLO, EXIT_INTERRUPTED = 0, 1, 3, 130
+
+
+def exit_code_for(outcome: RunOutcome, cfg: RunConfig) -> int:
+    """130 interrupted; 1 when no request completed; 3 when an SLO was breached; else 0."""
+    if outcome.interrupted:
+        return EXIT_INTERRUPTED
+    summary = outcome.result.benchmarks[0].summary if outcome.result.benchmarks else None
+    if summary is None or summary.requests.completed == 0:
+        return EXIT_FAIL
+    if any(not v.met for v in summary.slo or ()):
+        return EXIT_SLO
+    return EXIT_OK

@@ -1,0 +1,205 @@
+"""`tokspeed run`: flags -> RunConfig -> workload + backend -> execute_run -> console + files."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Optional
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+import typer
+
+from tokspeed.config import Api, Arrival, RunConfig, config_from_sources, parse_duration
+from tokspeed.errors import ConfigError
+
+HELP = """Benchmark a server (or, later, the embedded default model).
+
+Examples:
+
+  tokspeed run --target http://127.0.0.1:8000/v1 --concurrency 8 --requests 200
+
+  tokspeed run --target http://127.0.0.1:8000/v1 --rate 4 --arrival poisson --duration 60s --slo 'ttft_p99_ms<=500'
+
+  tokspeed run --scenario bench.yaml --out runs/today
+"""
+
+TARGET = "Target"
+WORK = "Workload"
+LOAD = "Load"
+OUT = "Output"
+SAMPLE = "Sampling"
+
+
+def _opt(*names: str, help: str, panel: str, envvar: str | None = None, **kw: Any) -> Any:
+    return typer.Option(*names, help=help, rich_help_panel=panel, envvar=envvar, show_envvar=bool(envvar), **kw)
+
+
+def run(
+    target: Annotated[Optional[str], _opt("--target", "-t", help="Server base URL ending in /v1, e.g. http://127.0.0.1:8000/v1.", panel=TARGET, envvar="TOKSPEED_TARGET")] = None,
+    api: Annotated[Optional[Api], _opt("--api", help="Endpoint: chat (/v1/chat/completions) or completions (/v1/completions). [default: chat]", panel=TARGET)] = None,
+    no_stream: Annotated[bool, _opt("--no-stream", help="Ask for whole responses (no TTFT/ITL; E2E only).", panel=TARGET)] = False,
+    model: Annotated[Optional[str], _opt("--model", "-m", help="Model name. [default: first of GET /v1/models]", panel=TARGET)] = None,
+    api_key: Annotated[Optional[str], _opt("--api-key", help="Bearer token. Never written to results or logs.", panel=TARGET, envvar="OPENAI_API_KEY")] = None,
+    header: Annotated[Optional[list[str]], _opt("--header", "-H", help="Extra HTTP header 'Name: value' (repeatable).", panel=TARGET)] = None,
+    extra_body: Annotated[Optional[str], _opt("--extra-body", help="JSON object merged into every request body, e.g. '{\"ignore_eos\": true}'.", panel=TARGET)] = None,
+    timeout: Annotated[Optional[str], _opt("--timeout", help="Per-request timeout (30s, 5m). [default: 600s]", panel=TARGET)] = None,
+    no_usage: Annotated[bool, _opt("--no-usage", help="Do not send stream_options.include_usage (count tokens by tokenizer or chunks).", panel=TARGET)] = False,
+    max_tokens: Annotated[Optional[str], _opt("--max-tokens", "--output-tokens", help="max_tokens per request: N, uniform:a,b, normal:mean,sd, or 'dataset'. [default: 256]", panel=SAMPLE)] = None,
+    temperature: Annotated[Optional[float], _opt("--temperature", help="Sampling temperature (sent only when given).", panel=SAMPLE)] = None,
+    top_p: Annotated[Optional[float], _opt("--top-p", help="Nucleus sampling top_p (sent only when given).", panel=SAMPLE)] = None,
+    stop: Annotated[Optional[list[str]], _opt("--stop", help="Stop string (repeatable).", panel=SAMPLE)] = None,
+    dataset: Annotated[Optional[str], _opt("--dataset", "-d", help="builtin (default), synthetic, or a file: prompts.json list, JSON/JSONL with prompt or messages, CSV with a prompt column, ShareGPT.", panel=WORK)] = None,
+    input_tokens: Annotated[Optional[str], _opt("--input-tokens", help="Synthetic prompt length in tokens: N, uniform:a,b or normal:mean,sd.", panel=WORK)] = None,
+    tokenizer: Annotated[Optional[str], _opt("--tokenizer", help="Local tokenizer.json (or model dir) for exact token counts. [default: approximation]", panel=WORK)] = None,
+    seed: Annotated[Optional[int], _opt("--seed", help="Seed for prompt sampling and arrival times. [default: 0]", panel=WORK)] = None,
+    synchronous: Annotated[bool, _opt("--synchronous", help="One request at a time (the default profile).", panel=LOAD)] = False,
+    concurrency: Annotated[Optional[int], _opt("--concurrency", "-c", help="Closed loop: keep N requests in flight.", panel=LOAD, min=1)] = None,
+    rate: Annotated[Optional[float], _opt("--rate", "-r", help="Open loop: R requests per second on a precomputed schedule.", panel=LOAD, min=0.0)] = None,
+    arrival: Annotated[Optional[Arrival], _opt("--arrival", help="Open-loop arrivals: constant, poisson or gamma. [default: poisson]", panel=LOAD)] = None,
+    burstiness: Annotated[Optional[float], _opt("--burstiness", help="Gamma shape for --arrival gamma: 1 = Poisson, <1 burstier. [default: 1]", panel=LOAD)] = None,
+    max_concurrency: Annotated[Optional[int], _opt("--max-concurrency", help="Cap in-flight requests for --rate (waits count as lateness).", panel=LOAD, min=1)] = None,
+    requests: Annotated[Optional[int], _opt("--requests", "-n", help="Measured requests per iteration. [default: 100, or unlimited with --duration]", panel=LOAD, min=1)] = None,
+    duration: Annotated[Optional[str], _opt("--duration", help="Stop starting requests after this long per iteration (30s, 5m).", panel=LOAD)] = None,
+    warmup: Annotated[Optional[int], _opt("--warmup", help="Warm-up requests before measuring, excluded from statistics. [default: one per stream, at most 16]", panel=LOAD, min=0)] = None,
+    iterations: Annotated[Optional[int], _opt("--iterations", "-i", help="Repeat the measurement K times (after one warm-up) and report spread. [default: 1]", panel=LOAD, min=1)] = None,
+    slo: Annotated[Optional[list[str]], _opt("--slo", help="Objective, repeatable: 'ttft_p99_ms<=500' (percentile) or 'tpot_ms<=50' (per request; goodput).", panel=OUT)] = None,
+    out: Annotated[Optional[Path], _opt("--out", "-o", help="Results directory. [default: runs/<date-time>]", panel=OUT)] = None,
+    overwrite: Annotated[bool, _opt("--overwrite", help="Replace the results already in --out (otherwise refused).", panel=OUT)] = False,
+    scenario: Annotated[Optional[Path], _opt("--scenario", help="YAML file with any of these options (flags win).", panel=OUT)] = None,
+    quiet: Annotated[bool, _opt("--quiet", "-q", help="Print only the results directory and SLO verdicts.", panel=OUT)] = False,
+    plain: Annotated[bool, _opt("--plain", help="No live view or colour: plain lines, for CI logs.", panel=OUT)] = False,
+) -> int:
+    profile = _profile(synchronous, concurrency, rate, max_concurrency)
+    overrides: dict[str, Any] = {
+        "target": _normalise_target(target) if target else None,
+        "api": api,
+        "stream": False if no_stream else None,
+        "model": model,
+        "api_key": api_key,
+        "headers": _headers(header) if header else None,
+        "extra_body": _json_object(extra_body) if extra_body else None,
+        "timeout_s": parse_duration(timeout) if timeout else None,
+        "include_usage": False if no_usage else None,
+        "output_tokens": max_tokens,
+        "temperature": temperature,
+        "top_p": top_p,
+        "stop": stop or None,
+        "dataset": dataset,
+        "input_tokens": input_tokens,
+        "tokenizer": tokenizer,
+        "seed": seed,
+        "profile": profile,
+        "concurrency": concurrency,
+        "rate": rate,
+        "arrival": arrival,
+        "burstiness": burstiness,
+        "max_concurrency": max_concurrency,
+        "requests": requests,
+        "duration_s": parse_duration(duration) if duration else None,
+        "warmup": warmup,
+        "iterations": iterations,
+        "slo": slo or None,
+        "out": out,
+    }
+    cfg = config_from_sources(scenario, overrides)
+    if input_tokens and dataset is None and cfg.dataset == "builtin":
+        cfg = cfg.model_copy(update={"dataset": "synthetic"})
+    return execute(cfg, quiet=quiet, plain=plain, overwrite=overwrite)
+
+
+def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwrite: bool = False) -> int:
+    """Run a validated config with console output; returns the exit code."""
+    from tokspeed.cli.exit_codes import exit_code_for
+    from tokspeed.cli.session import build_backend, build_workload
+    from tokspeed.reports.console import Console
+    from tokspeed.runner.run import execute_run
+
+    if cfg.target is None:
+        raise ConfigError(
+            "no --target given, and the embedded default model is not available in this version",
+            hint="start a server (or `tokspeed sim --port 8001 &`) and pass --target http://127.0.0.1:8001/v1",
+        )
+    out_dir = cfg.out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
+    workload = build_workload(cfg)
+    backend = build_backend(cfg, workload)
+    console = Console(quiet=quiet, plain=plain)
+    console.starting(cfg, out_dir)
+    with console.live(cfg) as observer:
+        outcome = _run_async(execute_run(cfg, backend, workload, out_dir, observer, overwrite=overwrite))
+    console.final(outcome)
+    return exit_code_for(outcome, cfg)
+
+
+def _run_async(coro: Any) -> Any:
+    """Run on uvloop when available; SIGINT/SIGTERM cancel the run, which then saves what it has."""
+
+    async def main() -> Any:
+        task = asyncio.ensure_future(coro)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, task.cancel)
+            except (NotImplementedError, RuntimeError):
+                pass
+        return await task
+
+    try:
+        import uvloop
+
+        return uvloop.run(main())
+    except ImportError:
+        return asyncio.run(main())
+
+
+def _profile(synchronous: bool, concurrency: int | None, rate: float | None, cap: int | None) -> str | None:
+    chosen = [name for name, on in (("--synchronous", synchronous), ("--concurrency", concurrency), ("--rate", rate)) if on]
+    if len(chosen) > 1:
+        raise ConfigError(
+            f"{' and '.join(chosen)} cannot be combined: pick one load profile",
+            hint="to cap in-flight requests under --rate, use --max-concurrency",
+        )
+    if cap is not None and rate is None:
+        raise ConfigError("--max-concurrency only applies to --rate", hint="for a closed loop use --concurrency N")
+    if synchronous:
+        return "synchronous"
+    if concurrency is not None:
+        return "concurrency"
+    if rate is not None:
+        return "rate"
+    return None
+
+
+def _normalise_target(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(
+            f"--target {url!r} is not an http(s) URL",
+            hint="use e.g. --target http://127.0.0.1:8000/v1",
+        )
+    path = parts.path.rstrip("/")
+    if path == "":
+        path = "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def _headers(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"--header {item!r} is not 'Name: value'")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"--extra-body is not valid JSON: {exc}", hint="quote it: --extra-body '{\"ignore_eos\": true}'") from exc
+    if not isinstance(value, dict):
+        raise ConfigError("--extra-body must be a JSON object")
+    return value

@@ -1,0 +1,116 @@
+"""Load profiles: when each request should start.
+
+Closed loop (`synchronous`, `concurrency N`): N workers, each sends its next
+request as soon as its previous one finishes. Open loop (`rate R`): arrival
+times are precomputed from the seed before the run and never delayed by slow
+responses (an optional `max_concurrency` cap makes requests wait for a free
+slot; that wait shows up as lateness, not as a shifted schedule).
+
+Arrivals (open loop), first request at t = 0:
+* constant: gap = 1/R.
+* poisson: exponential gaps with mean 1/R.
+* gamma: gamma gaps with shape B (`burstiness`) and scale 1/(R·B); B = 1 is
+  Poisson, B < 1 burstier, B > 1 more regular.
+With a request count, the random gaps are rescaled so the schedule spans exactly
+(n − 1)/R (as vLLM's client does): the offered rate is then exact rather than
+±5–10% off over a few hundred arrivals. With only a duration, arrivals are drawn
+until the duration ends, unscaled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+NS = 1_000_000_000
+_MAX_OPEN_LOOP_ARRIVALS = 10_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class LoadPlan:
+    """A load profile. `workers` is the closed-loop width or the open-loop in-flight cap."""
+
+    kind: str  # "synchronous" | "concurrency" | "rate"
+    workers: int | None = None
+    rate: float | None = None
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+
+    @property
+    def open_loop(self) -> bool:
+        return self.kind == "rate"
+
+    def describe(self) -> dict[str, Any]:
+        """The profile as saved in run.json."""
+        if self.kind == "synchronous":
+            return {"kind": "synchronous", "concurrency": 1}
+        if self.kind == "concurrency":
+            return {"kind": "concurrency", "concurrency": self.workers}
+        return {
+            "kind": "rate",
+            "rate": self.rate,
+            "arrival": self.arrival,
+            "burstiness": self.burstiness if self.arrival == "gamma" else None,
+            "max_concurrency": self.workers,
+        }
+
+    def label(self) -> str:
+        if self.kind == "synchronous":
+            return "synchronous"
+        if self.kind == "concurrency":
+            return f"concurrency {self.workers}"
+        cap = f", max {self.workers} in flight" if self.workers else ""
+        return f"rate {self.rate:g}/s {self.arrival}{cap}"
+
+    def arrivals_ns(self, n: int | None, duration_s: float | None, seed: int) -> np.ndarray:
+        """Open-loop start offsets in ns from the phase start (int64, non-decreasing)."""
+        if not self.open_loop or self.rate is None:
+            raise ValueError("arrivals exist only for the rate profile")
+        return arrival_offsets_ns(self.rate, self.arrival, self.burstiness, n, duration_s, seed)
+
+
+def arrival_offsets_ns(
+    rate: float, arrival: str, burstiness: float, n: int | None, duration_s: float | None, seed: int
+) -> np.ndarray:
+    """See the module docstring for the rules."""
+    if n is None and duration_s is None:
+        raise ValueError("an open-loop schedule needs a request count or a duration")
+    rng = np.random.default_rng(seed)
+    if n is not None:
+        gaps = _gaps(rng, rate, arrival, burstiness, max(n - 1, 0))
+        if arrival != "constant" and len(gaps) and gaps.sum() > 0:
+            gaps *= (len(gaps) / rate) / gaps.sum()
+        offsets = np.concatenate(([0.0], np.cumsum(gaps)))
+        if duration_s is not None:
+            offsets = offsets[offsets < duration_s]
+    else:
+        assert duration_s is not None
+        offsets = _until(rng, rate, arrival, burstiness, duration_s)
+    return np.round(offsets * NS).astype(np.int64)
+
+
+def _until(rng: np.random.Generator, rate: float, arrival: str, burstiness: float, duration_s: float) -> np.ndarray:
+    expected = int(rate * duration_s * 1.5) + 16
+    chunks: list[np.ndarray] = [np.zeros(1)]
+    last = 0.0
+    while last < duration_s:
+        gaps = _gaps(rng, rate, arrival, burstiness, expected)
+        part = last + np.cumsum(gaps)
+        chunks.append(part)
+        last = float(part[-1])
+        if sum(len(c) for c in chunks) > _MAX_OPEN_LOOP_ARRIVALS:
+            break
+    offsets = np.concatenate(chunks)
+    return offsets[offsets < duration_s]
+
+
+def _gaps(rng: np.random.Generator, rate: float, arrival: str, burstiness: float, count: int) -> np.ndarray:
+    if arrival == "constant":
+        return np.full(count, 1.0 / rate)
+    if arrival == "poisson":
+        return rng.exponential(1.0 / rate, count)
+    if arrival == "gamma":
+        return rng.gamma(burstiness, 1.0 / (rate * burstiness), count)
+    raise ValueError(f"unknown arrival process {arrival!r}")

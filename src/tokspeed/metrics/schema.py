@@ -1,0 +1,130 @@
+"""The `Summary` model: what one load point measured, as saved in run.json's `summary`.
+
+Its JSON (`Summary.model_dump(mode="json")`) is the file contract; `Summary.flat()`
+gives the same numbers under the `<metric>_<stat>_<unit>` names that SLOs,
+CSV columns and comparisons use (`ttft_p99_ms`, `output_tokens_per_s`, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from tokspeed.metrics.stats import STAT_NAMES, Distribution
+
+# Summary field -> (metric name, unit suffix) for flat names; "" = a plain count
+DISTRIBUTIONS: dict[str, tuple[str, str]] = {
+    "ttft_ms": ("ttft", "ms"),
+    "ttfa_ms": ("ttfa", "ms"),
+    "itl_ms": ("itl", "ms"),
+    "chunk_gap_ms": ("chunk_gap", "ms"),
+    "tpot_ms": ("tpot", "ms"),
+    "e2e_ms": ("e2e", "ms"),
+    "lateness_ms": ("lateness", "ms"),
+    "decode_tokens_per_s": ("decode", "tokens_per_s"),
+    "input_tokens": ("input_tokens", ""),
+    "output_tokens": ("output_tokens", ""),
+}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class RequestCounts(_Frozen):
+    """Measured (non-warm-up) requests by how they ended; total = the sum of the three."""
+
+    completed: int = 0
+    errored: int = 0
+    incomplete: int = 0
+    total: int = 0
+
+
+class Throughput(_Frozen):
+    """System-wide rates over the measurement window (None without a window)."""
+
+    requests_per_s: float | None = None
+    output_tokens_per_s: float | None = None
+    total_tokens_per_s: float | None = None
+    input_tokens_per_s: float | None = None
+
+
+class TokenTotals(_Frozen):
+    """Token sums over completed requests, and how many requests took each count source."""
+
+    input_total: int = 0
+    output_total: int = 0
+    input_sources: dict[str, int] = {}
+    output_sources: dict[str, int] = {}
+
+
+class Goodput(_Frozen):
+    """Completed requests that met every per-request threshold in `slos`."""
+
+    good: int
+    requests_per_s: float | None
+    fraction: float | None
+    slos: list[str]
+
+
+class SLOResult(_Frozen):
+    """One SLO's verdict.
+
+    kind `percentile` and `run`: observed is the summary value named by the SLO.
+    kind `per_request`: observed is the fraction of completed requests meeting it,
+    and met means all of them did.
+    """
+
+    slo: str
+    kind: Literal["percentile", "per_request", "run"]
+    observed: float | None
+    met: bool
+
+
+class Summary(_Frozen):
+    """Everything reported for one load point (warm-up excluded)."""
+
+    requests: RequestCounts = RequestCounts()
+    error_rate: float | None = None
+    errors: dict[str, int] = {}
+    window_s: float | None = None
+    ttft_ms: Distribution = Distribution()
+    ttfa_ms: Distribution = Distribution()
+    itl_ms: Distribution = Distribution()
+    chunk_gap_ms: Distribution = Distribution()
+    tpot_ms: Distribution = Distribution()
+    e2e_ms: Distribution = Distribution()
+    lateness_ms: Distribution = Distribution()
+    decode_tokens_per_s: Distribution = Distribution()
+    input_tokens: Distribution = Distribution()
+    output_tokens: Distribution = Distribution()
+    throughput: Throughput = Throughput()
+    tokens: TokenTotals = TokenTotals()
+    goodput: Goodput | None = None
+    slo: list[SLOResult] = []
+
+    def flat(self) -> dict[str, float | None]:
+        """Every number under its flat name.
+
+        Distributions give `<metric>_<stat>_<unit>` (`ttft_p99_ms`,
+        `decode_p50_tokens_per_s`), `<metric>_<stat>` for token counts
+        (`output_tokens_p50`) and `<metric>_count`; then `requests_per_s`,
+        `output_tokens_per_s`, `total_tokens_per_s`, `input_tokens_per_s`,
+        `error_rate`, `goodput_requests_per_s` and `goodput_fraction`.
+        """
+        out: dict[str, float | None] = {}
+        for field, (metric, unit) in DISTRIBUTIONS.items():
+            dist: Distribution = getattr(self, field)
+            for stat in STAT_NAMES:
+                out[flat_name(metric, stat, "" if stat == "count" else unit)] = dist.stat(stat)
+        out.update(self.throughput.model_dump())
+        out["error_rate"] = self.error_rate
+        out["goodput_requests_per_s"] = self.goodput.requests_per_s if self.goodput else None
+        out["goodput_fraction"] = self.goodput.fraction if self.goodput else None
+        return out
+
+
+def flat_name(metric: str, stat: str, unit: str) -> str:
+    """`ttft`, `p99`, `ms` -> `ttft_p99_ms`; an empty unit is left out."""
+    return "_".join(part for part in (metric, stat, unit) if part)

@@ -1,0 +1,131 @@
+"""The console during and after `tokspeed run`: a live view, then the final printout.
+
+Three modes: rich (live view, colour), plain (a line per phase, no control
+codes; for CI logs) and quiet (only the results directory and SLO verdicts).
+The live view reads counters the observer keeps; it does no per-token work.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from time import perf_counter_ns
+from typing import Iterator
+
+from rich.console import Console as RichConsole
+from rich.live import Live
+from rich.text import Text
+
+from tokspeed.backends.base import TargetInfo
+from tokspeed.config import RunConfig
+from tokspeed.records import RequestRecord
+from tokspeed.reports.summary_text import fmt, render_result
+from tokspeed.runner.executor import Phase
+from tokspeed.runner.run import RunOutcome
+
+NS = 1_000_000_000
+_RECENT = 512
+
+
+class Progress:
+    """Counters for the phase in progress; also the Observer the runner calls."""
+
+    def __init__(self, echo: RichConsole | None) -> None:
+        self.echo = echo
+        self.label = ""
+        self.phase: Phase | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        self.started_ns = perf_counter_ns()
+        self.sent = self.done = self.errored = 0
+        self.output_tokens = 0
+        self.ttfts: list[int] = []
+
+    # Observer ---------------------------------------------------------------
+    def target_ready(self, info: TargetInfo) -> None:
+        if self.echo is not None:
+            notes = "".join(f"\n  note: {n}" for n in info.notes)
+            self.echo.print(f"Target ready: model {info.model} at {info.url}{notes}", highlight=False)
+
+    def phase_started(self, label: str, phase: Phase) -> None:
+        self.label, self.phase = label, phase
+        self.reset()
+
+    def started(self, record: RequestRecord) -> None:
+        self.sent += 1
+
+    def record(self, record: RequestRecord) -> None:
+        self.done += 1
+        if not record.ok:
+            self.errored += 1
+            return
+        self.output_tokens += record.output_tokens or 0
+        if record.first_token_ns is not None:
+            self.ttfts.append(record.first_token_ns - record.sent_ns)
+            if len(self.ttfts) > 2 * _RECENT:
+                del self.ttfts[:_RECENT]
+
+    def phase_finished(self, phase: Phase) -> None:
+        if self.echo is not None:
+            self.echo.print(self.line(), highlight=False)
+
+    # view -------------------------------------------------------------------
+    def line(self) -> str:
+        phase = self.phase
+        name = "warm-up" if phase is None or phase.warmup else f"iteration {phase.iteration}"
+        total = f"/{phase.n}" if phase is not None and phase.n is not None else ""
+        elapsed = (perf_counter_ns() - self.started_ns) / NS
+        tps = self.output_tokens / elapsed if elapsed > 0 else 0.0
+        recent = sorted(self.ttfts[-_RECENT:])
+        p50 = recent[len(recent) // 2] / 1e6 if recent else None
+        return (
+            f"{self.label} · {name}: {self.done}{total} done, {self.errored} errored, "
+            f"{self.sent - self.done} in flight · {elapsed:.1f} s · {fmt(tps, 1)} output tok/s · "
+            f"TTFT p50 {fmt(p50, 1)} ms"
+        )
+
+    def __rich__(self) -> Text:
+        return Text(self.line())
+
+
+class Console:
+    """Chooses the output mode and renders the start, the live view and the end."""
+
+    def __init__(self, quiet: bool = False, plain: bool = False) -> None:
+        self.quiet = quiet
+        self.plain = plain or not sys.stdout.isatty()
+        self.out = RichConsole(
+            highlight=False, no_color=self.plain, force_terminal=None if not self.plain else False, width=None if not self.plain else 160
+        )
+
+    def starting(self, cfg: RunConfig, out_dir: Path) -> None:
+        if not self.quiet:
+            self.out.print(f"tokspeed: benchmarking {cfg.target} · results in {out_dir}")
+
+    @contextmanager
+    def live(self, cfg: RunConfig) -> Iterator[Progress]:
+        if self.quiet:
+            yield Progress(echo=None)
+            return
+        if self.plain:
+            yield Progress(echo=self.out)
+            return
+        progress = Progress(echo=None)
+        with Live(progress, console=self.out, refresh_per_second=4, transient=True):
+            yield progress
+
+    def final(self, outcome: RunOutcome) -> None:
+        result = outcome.result
+        if self.quiet:
+            for bench in result.benchmarks:
+                for v in bench.summary.slo:
+                    print(f"SLO {'PASS' if v.met else 'FAIL'} {v.slo}")
+            print(outcome.directory)
+            return
+        self.out.print(render_result(result, outcome.records))
+        if outcome.interrupted:
+            self.out.print(f"Interrupted: {len(outcome.records)} finished requests saved in {outcome.directory}")
+        else:
+            self.out.print(f"Results: {outcome.directory}/run.json, {outcome.directory}/requests.jsonl")

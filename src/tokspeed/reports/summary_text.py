@@ -1,0 +1,172 @@
+"""Render a saved run result as rich renderables (pure: result in, renderables out).
+
+Used at the end of `tokspeed run` and by `tokspeed report DIR`, so a run
+re-rendered from disk looks exactly like the original printout.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from tokspeed.metrics.stats import Distribution
+from tokspeed.results import Benchmark, RunResult
+
+ROWS: tuple[tuple[str, str, str], ...] = (
+    ("ttft_ms", "TTFT", "ms"),
+    ("ttfa_ms", "Time to first answer", "ms"),
+    ("itl_ms", "ITL (per token)", "ms"),
+    ("tpot_ms", "TPOT", "ms"),
+    ("e2e_ms", "E2E latency", "ms"),
+    ("decode_tokens_per_s", "Decode speed per user", "tok/s"),
+    ("chunk_gap_ms", "Gap between chunks", "ms"),
+    ("lateness_ms", "Send lateness", "ms"),
+    ("input_tokens", "Input tokens", "tok"),
+    ("output_tokens", "Output tokens", "tok"),
+)
+STATS = ("mean", "p50", "p90", "p95", "p99", "p999", "max")
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}f}"
+
+
+def header_lines(result: RunResult) -> list[str]:
+    t, cfg, w = result.target, result.config, result.workload
+    lines = []
+    if t:
+        version = f" ({t['server_version']})" if t.get("server_version") else ""
+        usage = "usage" if t.get("include_usage") else "no usage"
+        mode = "stream" if t.get("stream") else "no stream"
+        lines.append(f"Target    {t.get('url')}  model {t.get('model')}{version}  ·  {t.get('api')}, {mode}, {usage}")
+    if w:
+        lines.append(f"Workload  {_describe_workload(w)}")
+    if cfg:
+        lines.append(f"Load      {_describe_load(result)}")
+    return lines
+
+
+def _describe_workload(w: dict[str, Any]) -> str:
+    parts = [str(w.get("name", "?"))]
+    if w.get("items") is not None:
+        parts.append(f"{w['items']} prompts")
+    if w.get("output_tokens") is not None:
+        parts.append(f"max_tokens {w['output_tokens']}")
+    if w.get("input_tokens_source"):
+        parts.append(f"input counted by {w['input_tokens_source']}")
+    return ", ".join(parts)
+
+
+def _describe_load(result: RunResult) -> str:
+    cfg = result.config
+    bench = result.benchmarks[0] if result.benchmarks else None
+    label = bench.name if bench else cfg.get("profile", "?")
+    limit = f"{cfg['requests']} requests" if cfg.get("requests") else ""
+    if cfg.get("duration_s"):
+        limit = (limit + " or " if limit else "") + f"{cfg['duration_s']:g} s"
+    if not limit:
+        limit = "100 requests"
+    iters = cfg.get("iterations", 1)
+    return f"{label} · {limit}" + (f" × {iters} iterations" if iters > 1 else "")
+
+
+def iteration_lines(bench: Benchmark) -> list[str]:
+    """The seed's per-round printout: total time, tokens generated, TPS, mean latency."""
+    lines = []
+    for it in bench.iterations:
+        s = it.summary
+        lines.append(
+            f"Iteration {it.iteration}: total {fmt(s.window_s)} s · {s.tokens.output_total:,} tokens generated · "
+            f"{fmt(s.throughput.output_tokens_per_s)} tok/s · mean latency {fmt(_s(s.e2e_ms.mean), 3)} s"
+        )
+    a = bench.across_iterations
+    if a is not None:
+        tps = a.metrics.get("output_tokens_per_s")
+        e2e = a.metrics.get("e2e_mean_ms")
+        if tps is not None and tps.mean is not None:
+            lines.append(
+                f"Averaged over {a.n} iterations: {fmt(tps.mean)} ± {fmt(tps.stdev)} tok/s "
+                f"(CV {fmt((tps.cv or 0) * 100, 1)}%, 95% CI {fmt(tps.ci95_low)}–{fmt(tps.ci95_high)}, {a.verdict})"
+                + (f" · mean latency {fmt(_s(e2e.mean), 3)} s" if e2e is not None and e2e.mean is not None else "")
+            )
+    return lines
+
+
+def _s(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+def metric_table(bench: Benchmark) -> Table:
+    s = bench.summary
+    table = Table(title=f"{bench.name}", title_justify="left", header_style="bold")
+    table.add_column("metric")
+    table.add_column("unit")
+    table.add_column("count", justify="right")
+    for stat in STATS:
+        table.add_column("p99.9" if stat == "p999" else stat, justify="right")
+    for field, label, unit in ROWS:
+        dist: Distribution = getattr(s, field)
+        if field == "ttfa_ms" and _same(dist, s.ttft_ms):
+            continue
+        if not dist.count:
+            continue
+        table.add_row(label, unit, str(dist.count), *(fmt(getattr(dist, stat)) for stat in STATS))
+    return table
+
+
+def _same(a: Distribution, b: Distribution) -> bool:
+    return a.count == b.count and a.mean == b.mean
+
+
+def totals_lines(bench: Benchmark) -> list[str]:
+    s = bench.summary
+    r, t = s.requests, s.throughput
+    lines = [
+        f"Requests  {r.completed} completed, {r.errored} errored, {r.incomplete} incomplete"
+        + (f"  ·  error rate {fmt((s.error_rate or 0) * 100, 1)}%" if s.error_rate else ""),
+        f"Throughput  {fmt(t.requests_per_s)} req/s · {fmt(t.output_tokens_per_s)} output tok/s · "
+        f"{fmt(t.total_tokens_per_s)} total tok/s  (window {fmt(s.window_s)} s)",
+    ]
+    if s.goodput is not None:
+        g = s.goodput
+        lines.append(
+            f"Goodput  {fmt(g.requests_per_s)} req/s ({fmt((g.fraction or 0) * 100, 1)}% of completed requests met "
+            f"{', '.join(g.slos)})"
+        )
+    for v in s.slo:
+        mark = "PASS" if v.met else "FAIL"
+        observed = f"{fmt((v.observed or 0) * 100, 1)}% of requests" if v.kind == "per_request" else fmt(v.observed)
+        lines.append(f"SLO {mark}  {v.slo}  (observed {observed})")
+    return lines
+
+
+def sample_lines(records: Iterable[Any], limit: int = 300) -> list[str]:
+    for r in records:
+        if r.ok and not r.warmup and r.output_text:
+            text = r.output_text.strip().replace("\n", " ")
+            return [f"Sample response (request {r.index}): {text[:limit]}{'…' if len(text) > limit else ''}"]
+    return []
+
+
+def render_result(result: RunResult, records: list[Any] | None = None) -> RenderableType:
+    """The full printout of a run: header, per-iteration lines, table, totals, sample, warnings."""
+    parts: list[RenderableType] = [Text(line) for line in header_lines(result)]
+    for bench in result.benchmarks:
+        parts.append(Text(""))
+        parts += [Text(line) for line in iteration_lines(bench)]
+        parts.append(metric_table(bench))
+        parts += [Text(line) for line in totals_lines(bench)]
+    if records:
+        parts += [Text(line, style="dim") for line in sample_lines(records)]
+    for w in result.warnings:
+        parts.append(Text(f"Warning: {w}", style="yellow"))
+    if result.status != "complete":
+        parts.append(Text(f"Run status: {result.status}" + (f" ({result.error})" if result.error else ""), style="bold red"))
+    return Group(*parts)

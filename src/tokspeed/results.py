@@ -1,0 +1,174 @@
+"""The versioned results directory: `run.json` (schema tokspeed.run/1) and `requests.jsonl`.
+
+`ResultsWriter` creates the directory before the run (a bad path fails at
+once), appends each finished request to `requests.jsonl` and flushes it, and
+rewrites `run.json` atomically at the start and the end of a run, so a crash
+or Ctrl-C leaves every finished request on disk and a run.json that says how
+far it got. `load_run` reads a directory back; when `run.json` is missing it
+rebuilds the summaries from `requests.jsonl` alone.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+from tokspeed import __version__
+from tokspeed.errors import ConfigError, ResultsError
+from tokspeed.metrics import AcrossIterations, Summary, across_iterations, summarize, summarize_by_iteration
+from tokspeed.metrics.slo import SLO
+from tokspeed.records import RequestRecord
+
+SCHEMA = "tokspeed.run/1"
+RUN_FILE = "run.json"
+REQUESTS_FILE = "requests.jsonl"
+RunStatus = Literal["running", "complete", "interrupted", "failed"]
+
+
+class IterationResult(BaseModel):
+    iteration: int
+    summary: Summary
+
+
+class Benchmark(BaseModel):
+    """One load point: its profile, the pooled summary and, with --iterations, each iteration."""
+
+    name: str
+    profile: dict[str, Any]
+    summary: Summary
+    iterations: list[IterationResult] = Field(default_factory=list)
+    across_iterations: AcrossIterations | None = None
+
+
+class RunResult(BaseModel):
+    """The contents of run.json. Additive changes keep the schema name; breaking ones bump it."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    schema_: str = Field(SCHEMA, alias="schema")
+    tool: dict[str, str] = Field(default_factory=lambda: {"name": "tokspeed", "version": __version__})
+    status: RunStatus = "running"
+    started_at: str
+    finished_at: str | None = None
+    epoch_offset_ns: int = Field(0, description="Unix-epoch ns minus monotonic ns, for converting record times")
+    config: dict[str, Any] = Field(default_factory=dict)
+    environment: dict[str, Any] = Field(default_factory=dict)
+    target: dict[str, Any] = Field(default_factory=dict)
+    workload: dict[str, Any] = Field(default_factory=dict)
+    benchmarks: list[Benchmark] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    error: str | None = None
+
+    def to_json_bytes(self) -> bytes:
+        return orjson.dumps(self.model_dump(mode="json", by_alias=True), option=orjson.OPT_INDENT_2)
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class ResultsWriter:
+    """Owns one results directory for the duration of a run."""
+
+    def __init__(self, directory: Path, epoch_offset_ns: int, overwrite: bool = False) -> None:
+        self.directory = directory
+        self.epoch_offset_ns = epoch_offset_ns
+        existing = [directory / f for f in (RUN_FILE, REQUESTS_FILE) if (directory / f).exists()]
+        if existing and not overwrite:
+            raise ConfigError(
+                f"{directory} already holds a run ({', '.join(p.name for p in existing)})",
+                hint="choose a new --out directory, or pass --overwrite to replace it",
+            )
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            for path in existing:
+                path.unlink()
+            self._requests: IO[bytes] = open(directory / REQUESTS_FILE, "xb")
+        except OSError as exc:
+            raise ResultsError(
+                f"cannot write results to {directory}: {exc.strerror}",
+                hint="choose another --out directory",
+            ) from exc
+
+    def append(self, record: RequestRecord) -> None:
+        """Write one finished request and flush it to the OS at once."""
+        self._requests.write(orjson.dumps(record.to_json_dict(self.epoch_offset_ns)) + b"\n")
+        self._requests.flush()
+
+    def write_run(self, result: RunResult) -> None:
+        """Replace run.json atomically (write a temp file, then rename)."""
+        tmp = self.directory / (RUN_FILE + ".tmp")
+        tmp.write_bytes(result.to_json_bytes())
+        os.replace(tmp, self.directory / RUN_FILE)
+
+    def close(self) -> None:
+        self._requests.close()
+
+
+def read_records(path: Path) -> list[RequestRecord]:
+    """Read requests.jsonl; a torn last line (crash mid-write) is skipped, other bad lines are errors."""
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as exc:
+        raise ResultsError(f"cannot read {path}: {exc.strerror}") from exc
+    records: list[RequestRecord] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(RequestRecord.from_json_dict(orjson.loads(line)))
+        except (orjson.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
+            if n == len(lines):
+                break
+            raise ResultsError(f"{path}:{n}: not a tokspeed request record ({exc})") from exc
+    return records
+
+
+def build_benchmark(
+    name: str, profile: dict[str, Any], records: list[RequestRecord], slos: list[SLO]
+) -> Benchmark:
+    """Summaries of one load point: pooled over iterations, per iteration, and across iterations."""
+    per_iteration = summarize_by_iteration(records, slos)
+    iterations = [IterationResult(iteration=i, summary=s) for i, s in sorted(per_iteration.items())]
+    across = across_iterations([it.summary for it in iterations]) if len(iterations) > 1 else None
+    return Benchmark(
+        name=name,
+        profile=profile,
+        summary=summarize(records, slos),
+        iterations=iterations,
+        across_iterations=across,
+    )
+
+
+def load_run(directory: Path) -> tuple[RunResult, list[RequestRecord]]:
+    """Read a results directory. Without run.json, rebuild a result from requests.jsonl alone."""
+    if not directory.is_dir():
+        raise ResultsError(f"{directory} is not a directory", hint="pass the --out directory of a run")
+    run_file, req_file = directory / RUN_FILE, directory / REQUESTS_FILE
+    records = read_records(req_file) if req_file.exists() else []
+    if run_file.exists():
+        try:
+            data = orjson.loads(run_file.read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            raise ResultsError(f"{run_file} is not valid JSON: {exc}") from exc
+        if data.get("schema") != SCHEMA:
+            raise ResultsError(
+                f"{run_file} has schema {data.get('schema')!r}; this tokspeed reads {SCHEMA}",
+                hint="upgrade tokspeed to read newer results",
+            )
+        return RunResult.model_validate(data), records
+    if not records:
+        raise ResultsError(f"{directory} holds neither {RUN_FILE} nor any request in {REQUESTS_FILE}")
+    bench = build_benchmark("rebuilt", {"kind": "unknown"}, records, [])
+    result = RunResult(
+        status="interrupted",
+        started_at="unknown",
+        benchmarks=[bench],
+        warnings=[f"{RUN_FILE} was missing: summary rebuilt from {REQUESTS_FILE}; config and environment unknown"],
+    )
+    return result, records

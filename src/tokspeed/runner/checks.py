@@ -1,0 +1,92 @@
+"""Say when the measurement itself is suspect, and which flag fixes it.
+
+Each check is a small function returning a warning or None; `measurement_warnings`
+runs them all over a finished benchmark.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from tokspeed.config import RunConfig
+from tokspeed.records import RequestRecord, TokenSource
+from tokspeed.results import Benchmark
+
+LATENESS_WARN_MS = 10.0
+P99_MIN_SAMPLES = 100
+
+Check = Callable[[Benchmark, RunConfig, list[RequestRecord]], "str | None"]
+
+
+def _errors(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
+    req = b.summary.requests
+    if not req.errored:
+        return None
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(b.summary.errors.items()))
+    return f"{req.errored} of {req.completed + req.errored} requests failed ({kinds}); see the error field in requests.jsonl"
+
+
+def _too_few(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
+    n = b.summary.requests.completed
+    if 0 < n < P99_MIN_SAMPLES:
+        return f"only {n} completed requests: p99 and p99.9 are rough; use --requests {P99_MIN_SAMPLES} or more"
+    return None
+
+
+def _late(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
+    p99 = b.summary.lateness_ms.p99
+    if cfg.profile != "rate" or p99 is None or p99 <= LATENESS_WARN_MS:
+        return None
+    cause = (
+        "requests waited for a free --max-concurrency slot"
+        if cfg.max_concurrency
+        else "the client could not keep up with the schedule (its CPU is the bottleneck)"
+    )
+    return f"requests started late (lateness p99 {p99:.1f} ms): {cause}; the offered rate was lower than asked"
+
+
+def _ignored_max_tokens(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
+    short = sum(
+        1
+        for r in records
+        if r.ok and not r.warmup and r.max_tokens and r.output_tokens is not None
+        and r.output_tokens_source is TokenSource.USAGE and r.output_tokens > r.max_tokens
+    )
+    if short:
+        return f"{short} responses were longer than max_tokens: the server ignores max_tokens"
+    return None
+
+
+def _early_stops(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
+    ok = [r for r in records if r.ok and not r.warmup and r.max_tokens and r.output_tokens is not None]
+    short = [r for r in ok if r.output_tokens is not None and r.max_tokens and r.output_tokens < r.max_tokens]
+    if ok and len(short) > len(ok) // 2:
+        return (
+            f"{len(short)} of {len(ok)} responses stopped before max_tokens (EOS or stop words): output lengths vary; "
+            "for fixed lengths pass --extra-body '{\"ignore_eos\": true}' (vLLM, SGLang) or min_tokens"
+        )
+    return None
+
+
+def _chunk_counted(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
+    chunks = b.summary.tokens.output_sources.get(TokenSource.CHUNKS.value, 0)
+    if chunks:
+        return (
+            f"{chunks} responses had no usage: output tokens counted as one per chunk (may undercount); "
+            "pass --tokenizer PATH for exact counts"
+        )
+    return None
+
+
+def _unstable(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
+    a = b.across_iterations
+    if a is None or a.verdict != "unstable":
+        return None
+    return a.message
+
+
+CHECKS: tuple[Check, ...] = (_errors, _too_few, _late, _ignored_max_tokens, _early_stops, _chunk_counted, _unstable)
+
+
+def measurement_warnings(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> list[str]:
+    return [w for check in CHECKS if (w := check(b, cfg, records))]

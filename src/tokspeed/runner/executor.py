@@ -1,0 +1,167 @@
+"""Run one phase (warm-up or one iteration) of a load plan against a backend.
+
+The executor turns a `LoadPlan` into concrete send times, asks the workload for
+each `RequestSpec`, hands it to the backend with a fresh `RequestRecord`, and
+passes every finished record (ok, error or cancelled) to `on_record` at once,
+so the caller can write it to disk before anything else happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass
+from time import perf_counter_ns
+from typing import Callable, Iterator, Protocol
+
+from tokspeed.backends.base import Backend
+from tokspeed.load.plan import NS, LoadPlan
+from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status
+
+OnRecord = Callable[[RequestRecord], None]
+
+
+def _ignore(record: RequestRecord) -> None:
+    return None
+
+
+class SpecSource(Protocol):
+    def request(self, index: int) -> RequestSpec: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """What one phase runs: `n` requests (None = until `duration_s`), specs from `first_index` on."""
+
+    iteration: int
+    warmup: bool
+    n: int | None
+    duration_s: float | None
+    first_index: int = 0
+    seed: int = 0
+
+
+async def run_phase(
+    plan: LoadPlan,
+    phase: Phase,
+    backend: Backend,
+    workload: SpecSource,
+    on_record: OnRecord,
+    on_start: OnRecord = _ignore,
+) -> None:
+    """Run the phase to completion. On cancellation in-flight requests are recorded as incomplete.
+
+    `on_start` sees each record just before it is handed to the backend; `on_record`
+    sees it once it is finished, whatever the outcome.
+    """
+    if plan.open_loop:
+        await _open_loop(plan, phase, backend, workload, on_record, on_start)
+    else:
+        await _closed_loop(plan.workers or 1, phase, backend, workload, on_record, on_start)
+
+
+async def _send(
+    backend: Backend,
+    spec: RequestSpec,
+    record: RequestRecord,
+    on_record: OnRecord,
+    on_start: OnRecord,
+    slots: asyncio.Semaphore | None = None,
+) -> None:
+    """Send (after taking a slot, if capped); the record reaches `on_record` whatever happens."""
+    try:
+        if slots is None:
+            on_start(record)
+            await backend.send(spec, record)
+        else:
+            async with slots:
+                on_start(record)
+                await backend.send(spec, record)
+    except asyncio.CancelledError:
+        if record.sent_ns == 0:
+            _mark(record, Status.INCOMPLETE, None, "cancelled before it was sent")
+        raise
+    except Exception as exc:  # a backend bug must not lose the record or the run
+        _mark(record, Status.ERROR, ErrorKind.OTHER, f"{type(exc).__name__}: {exc}")
+    finally:
+        on_record(record)
+
+
+def _mark(record: RequestRecord, status: Status, kind: ErrorKind | None, message: str) -> None:
+    record.status, record.error_kind, record.error = status, kind, message
+    if record.end_ns is None:
+        record.end_ns = perf_counter_ns()
+
+
+def _record(phase: Phase, index: int, scheduled_ns: int) -> RequestRecord:
+    return RequestRecord(index=index, iteration=phase.iteration, warmup=phase.warmup, scheduled_ns=scheduled_ns)
+
+
+async def _closed_loop(
+    workers: int,
+    phase: Phase,
+    backend: Backend,
+    workload: SpecSource,
+    on_record: OnRecord,
+    on_start: OnRecord,
+) -> None:
+    deadline = None if phase.duration_s is None else perf_counter_ns() + int(phase.duration_s * NS)
+    indices: Iterator[int] = (
+        iter(range(phase.first_index, phase.first_index + phase.n))
+        if phase.n is not None
+        else itertools.count(phase.first_index)
+    )
+
+    async def worker() -> None:
+        for index in indices:
+            now = perf_counter_ns()
+            if deadline is not None and now >= deadline:
+                return
+            await _send(backend, workload.request(index), _record(phase, index, now), on_record, on_start)
+
+    tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]
+    await _gather_or_cancel(tasks)
+
+
+async def _open_loop(
+    plan: LoadPlan,
+    phase: Phase,
+    backend: Backend,
+    workload: SpecSource,
+    on_record: OnRecord,
+    on_start: OnRecord,
+) -> None:
+    offsets = plan.arrivals_ns(phase.n, phase.duration_s, phase.seed)
+    slots = asyncio.Semaphore(plan.workers) if plan.workers else None
+    in_flight: set[asyncio.Future[None]] = set()
+    start = perf_counter_ns()
+    try:
+        for i, offset in enumerate(offsets.tolist()):
+            due = start + offset
+            delay = due - perf_counter_ns()
+            if delay > 0:
+                await asyncio.sleep(delay / NS)
+            index = phase.first_index + i
+            spec, record = workload.request(index), _record(phase, index, due)
+            task = asyncio.ensure_future(_send(backend, spec, record, on_record, on_start, slots))
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
+    except asyncio.CancelledError:
+        await _cancel_all(list(in_flight))
+        raise
+    await _gather_or_cancel(list(in_flight))
+
+
+async def _gather_or_cancel(tasks: list[asyncio.Future[None]]) -> None:
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        await _cancel_all(tasks)
+        raise
+
+
+async def _cancel_all(tasks: list[asyncio.Future[None]]) -> None:
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+

@@ -1,0 +1,64 @@
+"""The simulator's configuration: one validated, frozen `SimConfig` and its one-line summary.
+
+Field names are the contract with the `tokspeed sim` CLI flags; every default lives here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SimConfig(BaseModel):
+    """How the simulated OpenAI-compatible server behaves and what it logs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ttft_ms: float = Field(default=50.0, ge=0, description="base time to first token, ms")
+    itl_ms: float = Field(default=10.0, ge=0, description="interval between consecutive tokens, ms")
+    per_prompt_token_us: float = Field(
+        default=0.0, ge=0, description="extra prefill time per prompt token, µs (added to TTFT)"
+    )
+    tokens_per_chunk: int = Field(default=1, ge=1, description="tokens carried by each SSE chunk")
+    max_concurrency: int | None = Field(
+        default=None, ge=1, description="requests served at once; more queue FIFO (the wait adds to TTFT)"
+    )
+    output_tokens: int = Field(default=128, ge=1, description="tokens generated when a request sets no max_tokens")
+    reasoning_tokens: int = Field(
+        default=0, ge=0, description="chat: the first N generated tokens stream as delta.reasoning_content"
+    )
+    usage: bool = Field(default=True, description="report usage (trailing chunk when include_usage is asked)")
+    reject_stream_options: bool = Field(
+        default=False, description="answer 400 to any request carrying stream_options (tests client fallback)"
+    )
+    sse_comments: bool = Field(default=False, description="send ': keep-alive' SSE comments between events")
+    crlf: bool = Field(default=False, description="end SSE lines with \\r\\n instead of \\n")
+    model: str = Field(default="tokspeed-sim", min_length=1, description="model name served")
+    log_path: Path | None = Field(default=None, description="append one JSON line per finished request here")
+
+
+def describe(cfg: SimConfig) -> str:
+    """A short human summary of the timing and shape settings, for the startup line."""
+    parts = [f"ttft {cfg.ttft_ms:g} ms", f"itl {cfg.itl_ms:g} ms"]
+    if cfg.per_prompt_token_us:
+        parts.append(f"prefill {cfg.per_prompt_token_us:g} µs/token")
+    if cfg.tokens_per_chunk != 1:
+        parts.append(f"{cfg.tokens_per_chunk} tokens/chunk")
+    parts.append(f"concurrency {cfg.max_concurrency or 'unlimited'}")
+    if cfg.reasoning_tokens:
+        parts.append(f"{cfg.reasoning_tokens} reasoning tokens")
+    flags = [
+        name
+        for name, on in (
+            ("no usage", not cfg.usage),
+            ("rejects stream_options", cfg.reject_stream_options),
+            ("sse comments", cfg.sse_comments),
+            ("crlf", cfg.crlf),
+        )
+        if on
+    ]
+    parts.extend(flags)
+    if cfg.log_path is not None:
+        parts.append(f"log {cfg.log_path}")
+    return ", ".join(parts)

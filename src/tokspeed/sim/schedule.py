@@ -1,0 +1,98 @@
+"""When each part of a simulated response is due, and waiting until then.
+
+All deadlines are absolute offsets from the moment service starts: generated token i (over
+reasoning and content tokens together, 0-based) is due at `prefill_ns + i * itl_ns`, and a
+chunk goes out when its last token is due. Lateness of one chunk therefore never delays the
+next one's deadline (no accumulated jitter).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from tokspeed.sim.config import SimConfig
+from tokspeed.sim.request import SimRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One token-bearing chunk: tokens `first_token` .. `first_token + tokens - 1`."""
+
+    first_token: int
+    tokens: int
+    reasoning: bool
+
+    @property
+    def last_token(self) -> int:
+        return self.first_token + self.tokens - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """A response's schedule in integer nanoseconds after service start."""
+
+    prefill_ns: int  # time to first token: base TTFT plus per-prompt-token prefill
+    itl_ns: int  # interval between consecutive tokens
+
+    def due_offset_ns(self, token_index: int) -> int:
+        """When token `token_index` (0-based) is due, relative to service start."""
+        return self.prefill_ns + token_index * self.itl_ns
+
+
+def make_plan(cfg: SimConfig, req: SimRequest) -> ResponsePlan:
+    """The response a request gets: max_tokens (else the default) tokens, reasoning first (chat only)."""
+    total = req.max_tokens if req.max_tokens is not None else cfg.output_tokens
+    reasoning = min(cfg.reasoning_tokens, total) if req.api == "chat" else 0
+    prefill_ns = round(cfg.ttft_ms * 1_000_000 + req.prompt_tokens * cfg.per_prompt_token_us * 1_000)
+    timing = Timing(prefill_ns=prefill_ns, itl_ns=round(cfg.itl_ms * 1_000_000))
+    return ResponsePlan(timing=timing, total_tokens=total, reasoning_tokens=reasoning)
+
+
+def plan_chunks(reasoning_tokens: int, content_tokens: int, tokens_per_chunk: int) -> list[Chunk]:
+    """Group the generated tokens into chunks of `tokens_per_chunk`.
+
+    Reasoning tokens come first and are grouped on their own, so no chunk mixes reasoning
+    and content: the last reasoning chunk and the last content chunk may carry fewer tokens.
+    """
+    chunks = _group(0, reasoning_tokens, tokens_per_chunk, reasoning=True)
+    chunks += _group(reasoning_tokens, content_tokens, tokens_per_chunk, reasoning=False)
+    return chunks
+
+
+def _group(first: int, count: int, size: int, *, reasoning: bool) -> list[Chunk]:
+    return [
+        Chunk(first_token=start, tokens=min(size, first + count - start), reasoning=reasoning)
+        for start in range(first, first + count, size)
+    ]
+
+
+async def sleep_until(due_ns: int) -> None:
+    """Wait until `time.perf_counter_ns() >= due_ns`; never returns early, at once if past.
+
+    Event-loop timers may fire slightly early (libuv rounds to milliseconds), so the wait
+    repeats until the deadline has truly passed.
+    """
+    while (remaining_ns := due_ns - time.perf_counter_ns()) > 0:
+        await asyncio.sleep(remaining_ns / 1e9)
+
+
+@dataclass(frozen=True, slots=True)
+class ResponsePlan:
+    """How many tokens one response carries and when they are due."""
+
+    timing: Timing
+    total_tokens: int  # reasoning + content
+    reasoning_tokens: int
+
+    @property
+    def content_tokens(self) -> int:
+        return self.total_tokens - self.reasoning_tokens
+
+    def chunks(self, tokens_per_chunk: int) -> list[Chunk]:
+        return plan_chunks(self.reasoning_tokens, self.content_tokens, tokens_per_chunk)
+
+    def last_due_offset_ns(self) -> int:
+        """When the final token is due (a non-streamed body goes out then)."""
+        return self.timing.due_offset_ns(self.total_tokens - 1)

@@ -1,0 +1,95 @@
+"""The simulator as a web server: `make_app` builds the aiohttp application, `run_server` runs it.
+
+`run_server` blocks, prefers uvloop, prints one flushed `tokspeed sim listening on ...` line once
+the socket is bound (a parent process can wait for it), and stops cleanly on SIGINT/SIGTERM,
+closing the log after in-flight requests finish or are cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Coroutine
+from typing import Any
+
+from aiohttp import web
+
+from tokspeed.sim.config import SimConfig, describe
+from tokspeed.sim.service import SHUTDOWN_GRACE_S, SimService
+
+MAX_BODY_BYTES = 64 * 1024 * 1024  # long-context prompts are large
+
+
+def make_app(cfg: SimConfig) -> web.Application:
+    """An aiohttp application serving the simulated OpenAI-compatible API for `cfg`."""
+    service = SimService(cfg)
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app.add_routes(
+        [
+            web.get("/v1/models", service.models),
+            web.get("/health", service.health),
+            web.get("/version", service.version),
+            web.post("/v1/completions", service.completions),
+            web.post("/v1/chat/completions", service.chat),
+        ]
+    )
+    app.on_shutdown.append(service.on_shutdown)
+    app.cleanup_ctx.append(service.log_context)
+    return app
+
+
+def run_server(cfg: SimConfig, host: str = "127.0.0.1", port: int = 8001) -> None:
+    """Serve `cfg` on host:port until SIGINT/SIGTERM (port 0 picks a free port)."""
+    _run(_serve(cfg, host, port))
+
+
+def _run(main: Coroutine[Any, Any, None]) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+    else:
+        uvloop.run(main)
+
+
+async def _serve(cfg: SimConfig, host: str, port: int) -> None:
+    runner = web.AppRunner(make_app(cfg), handle_signals=False, access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound_port = _bound_port(runner, port)
+        print(f"tokspeed sim listening on {_base_url(host, bound_port)} ({describe(cfg)})", flush=True)
+        await _wait_for_stop_signal()
+    finally:
+        await runner.cleanup()
+
+
+def _bound_port(runner: web.AppRunner, requested: int) -> int:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    return requested
+
+
+def _base_url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/v1"
+
+
+async def _wait_for_stop_signal() -> None:
+    """Return on SIGINT or SIGTERM (or on KeyboardInterrupt where signals cannot be hooked)."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    hooked: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # Windows, or not the main thread
+            continue
+        hooked.append(sig)
+    try:
+        await stop.wait()
+    finally:
+        for sig in hooked:
+            loop.remove_signal_handler(sig)

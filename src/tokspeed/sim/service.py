@@ -1,0 +1,235 @@
+"""Serving one simulated request: admission, the timed response, and its log line.
+
+`SimService` holds the per-server state (config, FIFO gate, log, id counter) and exposes one
+aiohttp handler per endpoint. A generation request is parsed, queued for a slot, then answered
+on an absolute schedule (`schedule.py`); whatever happens, one `LogEntry` records it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator
+from time import perf_counter_ns
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from tokspeed import __version__
+from tokspeed.sim.config import SimConfig
+from tokspeed.sim.gate import FifoGate
+from tokspeed.sim.log import LogEntry, SimLog, SimStatus
+from tokspeed.sim.request import ApiName, RequestError, SimRequest, parse_request
+from tokspeed.sim.schedule import ResponsePlan, make_plan, sleep_until
+from tokspeed.sim.stream import ChunkEncoder, error_body, response_body, usage_dict
+from tokspeed.sim.vocab import token_text
+
+SHUTDOWN_GRACE_S = 2.0  # on shutdown, in-flight requests may run this long before being cancelled
+COMMENT_EVERY = 4  # with sse_comments: one comment before the first token, then every 4 chunks
+_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+_JSON = "application/json"
+
+
+class SimService:
+    """The simulator's endpoints and the state they share."""
+
+    def __init__(self, cfg: SimConfig) -> None:
+        self.cfg = cfg
+        self.epoch_offset_ns = time.time_ns() - time.perf_counter_ns()
+        self._created = int(time.time())
+        self._gate = FifoGate(cfg.max_concurrency)
+        self._log = SimLog(cfg.log_path)
+        self._ids = itertools.count(1)
+        self._eol = b"\r\n" if cfg.crlf else b"\n"
+        self._in_flight: set[asyncio.Task[Any]] = set()
+
+    async def log_context(self, app: web.Application) -> AsyncIterator[None]:
+        """aiohttp cleanup context: the log is open exactly while the app runs."""
+        self._log.open()
+        try:
+            yield
+        finally:
+            self._log.close()
+
+    async def on_shutdown(self, app: web.Application) -> None:
+        """Let in-flight requests finish for up to SHUTDOWN_GRACE_S, then cancel them (logged "cancelled")."""
+        if not self._in_flight:
+            return
+        _, pending = await asyncio.wait(set(self._in_flight), timeout=SHUTDOWN_GRACE_S)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
+    # --- informational endpoints -------------------------------------------------------
+
+    async def models(self, request: web.Request) -> web.Response:
+        card = {"id": self.cfg.model, "object": "model", "created": self._created, "owned_by": "tokspeed"}
+        return web.Response(body=orjson.dumps({"object": "list", "data": [card]}), content_type=_JSON)
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def version(self, request: web.Request) -> web.Response:
+        return web.Response(body=orjson.dumps({"version": f"tokspeed-sim {__version__}"}), content_type=_JSON)
+
+    # --- generation ----------------------------------------------------------------------
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "completions")
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "chat")
+
+    async def _generate(self, request: web.Request, api: ApiName) -> web.StreamResponse:
+        entry = self._new_entry(api)
+        try:
+            req = self._accept(api, await request.read())
+        except RequestError as exc:
+            return self._reject(entry, exc)
+        plan = make_plan(self.cfg, req)
+        entry.stream = req.stream
+        entry.include_usage = req.include_usage
+        entry.prompt_tokens = req.prompt_tokens
+        entry.planned_tokens = plan.total_tokens
+        entry.prefill_ns = plan.timing.prefill_ns
+        entry.itl_ns = plan.timing.itl_ns
+        task = asyncio.current_task()
+        if task is not None:
+            self._in_flight.add(task)
+        try:
+            return await self._admit_and_serve(request, req, plan, entry)
+        except asyncio.CancelledError:  # aiohttp's handler_cancellation, or server shutdown
+            entry.status = SimStatus.DISCONNECTED if _client_gone(request) else SimStatus.CANCELLED
+            raise
+        finally:
+            if task is not None:
+                self._in_flight.discard(task)
+            if entry.end_ns is None:
+                entry.end_ns = perf_counter_ns()
+            self._log.write(entry)
+
+    def _new_entry(self, api: ApiName) -> LogEntry:
+        received_ns = perf_counter_ns()
+        prefix = "cmpl" if api == "completions" else "chatcmpl"
+        return LogEntry(
+            id=f"{prefix}-sim-{next(self._ids)}",
+            api=api,
+            epoch_offset_ns=self.epoch_offset_ns,
+            received_ns=received_ns,
+        )
+
+    def _accept(self, api: ApiName, raw: bytes) -> SimRequest:
+        req = parse_request(api, raw)
+        if self.cfg.reject_stream_options and req.has_stream_options:
+            raise RequestError(
+                "stream_options is not supported by this server", "unsupported_parameter", "stream_options"
+            )
+        return req
+
+    def _reject(self, entry: LogEntry, exc: RequestError) -> web.Response:
+        entry.status = SimStatus.REJECTED
+        entry.http_status = 400
+        entry.error = exc.message
+        entry.end_ns = perf_counter_ns()
+        self._log.write(entry)
+        body = error_body(exc.message, exc.code, exc.param)
+        return web.Response(status=400, body=body, content_type=_JSON)
+
+    async def _admit_and_serve(
+        self, request: web.Request, req: SimRequest, plan: ResponsePlan, entry: LogEntry
+    ) -> web.StreamResponse:
+        await self._gate.acquire()
+        try:
+            start_ns = entry.start_ns = perf_counter_ns()
+            if req.stream:
+                return await self._stream(request, req, plan, entry, start_ns)
+            return await self._respond(request, req, plan, entry, start_ns)
+        finally:
+            self._gate.release()
+
+    async def _stream(
+        self, request: web.Request, req: SimRequest, plan: ResponsePlan, entry: LogEntry, start_ns: int
+    ) -> web.StreamResponse:
+        enc = ChunkEncoder(req.api, entry.id, int(time.time()), self.cfg.model, self._eol)
+        resp = web.StreamResponse(headers=_SSE_HEADERS)
+        try:
+            await resp.prepare(request)
+            if req.api == "chat":
+                await resp.write(enc.role())
+            await self._write_tokens(resp, enc, plan, entry, start_ns)
+            if self.cfg.usage and req.include_usage:
+                usage = usage_dict(req.prompt_tokens, entry.completion_tokens, entry.reasoning_tokens)
+                await resp.write(enc.usage(usage))
+            await resp.write(enc.done())
+            await resp.write_eof()
+        except ConnectionError:
+            entry.status = SimStatus.DISCONNECTED
+        entry.end_ns = perf_counter_ns()
+        return resp
+
+    async def _write_tokens(
+        self, resp: web.StreamResponse, enc: ChunkEncoder, plan: ResponsePlan, entry: LogEntry, start_ns: int
+    ) -> None:
+        """Write each token-bearing chunk at its absolute deadline, recording when it went."""
+        timing = plan.timing
+        chunks = plan.chunks(self.cfg.tokens_per_chunk)
+        last = len(chunks) - 1
+        prev_due = start_ns
+        for j, chunk in enumerate(chunks):
+            due = start_ns + timing.due_offset_ns(chunk.last_token)
+            if self.cfg.sse_comments and j % COMMENT_EVERY == 0:
+                await sleep_until((prev_due + due) // 2 if j else start_ns)
+                await resp.write(enc.comment())
+            data = enc.tokens(token_text(chunk.first_token, chunk.tokens), reasoning=chunk.reasoning, last=j == last)
+            await sleep_until(due)
+            sent_ns = perf_counter_ns()
+            await resp.write(data)
+            if j == 0:
+                entry.first_token_ns = perf_counter_ns()
+            entry.chunk_ns.append(sent_ns)
+            entry.chunk_tokens.append(chunk.tokens)
+            entry.completion_tokens += chunk.tokens
+            if chunk.reasoning:
+                entry.reasoning_chunks += 1
+                entry.reasoning_tokens += chunk.tokens
+            prev_due = due
+
+    async def _respond(
+        self, request: web.Request, req: SimRequest, plan: ResponsePlan, entry: LogEntry, start_ns: int
+    ) -> web.StreamResponse:
+        """The non-streamed answer: the whole body, sent when its last token is due."""
+        usage = usage_dict(req.prompt_tokens, plan.total_tokens, plan.reasoning_tokens)
+        body = response_body(
+            req.api,
+            entry.id,
+            int(time.time()),
+            self.cfg.model,
+            token_text(0, plan.reasoning_tokens),
+            token_text(plan.reasoning_tokens, plan.content_tokens),
+            usage if self.cfg.usage else None,
+        )
+        resp = web.Response(body=body, content_type=_JSON)
+        await sleep_until(start_ns + plan.last_due_offset_ns())
+        sent_ns = perf_counter_ns()
+        try:
+            await resp.prepare(request)
+            await resp.write_eof()
+        except ConnectionError:
+            entry.status = SimStatus.DISCONNECTED
+        else:
+            entry.first_token_ns = perf_counter_ns()
+            entry.chunk_ns.append(sent_ns)
+            entry.chunk_tokens.append(plan.total_tokens)
+            entry.completion_tokens = plan.total_tokens
+            entry.reasoning_tokens = plan.reasoning_tokens
+        entry.end_ns = perf_counter_ns()
+        return resp
+
+
+def _client_gone(request: web.Request) -> bool:
+    """Whether the client's connection is closed (vs. the server cancelling the handler)."""
+    transport = request.transport
+    return transport is None or transport.is_closing()

@@ -1,0 +1,82 @@
+"""Run configuration: parsing, validation, defaults, secrets, scenario files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tokspeed.cli.run_cmd import _headers, _json_object, _normalise_target, _profile
+from tokspeed.config import RunConfig, config_from_sources, parse_duration
+from tokspeed.errors import ConfigError
+
+
+@pytest.mark.parametrize("text,seconds", [("30s", 30), ("5m", 300), ("1.5h", 5400), ("250ms", 0.25), ("12", 12)])
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+def test_bad_duration() -> None:
+    with pytest.raises(ConfigError, match="cannot parse duration"):
+        parse_duration("soon")
+
+
+def test_secrets_never_in_the_dump() -> None:
+    cfg = RunConfig(api_key="sk-very-secret", headers={"Authorization": "Bearer sk-very-secret", "X-Team": "a"})
+    dump = repr(cfg.redacted_dump())
+    assert "sk-very-secret" not in dump
+    assert cfg.redacted_dump()["headers"] == {"Authorization": "***", "X-Team": "a"}
+    assert cfg.redacted_dump()["api_key_set"] is True
+
+
+def test_defaults() -> None:
+    cfg = RunConfig()
+    assert cfg.profile == "synchronous" and cfg.streams == 1
+    assert cfg.measured_requests == 100 and cfg.warmup_requests == 1
+    assert RunConfig(duration_s="10s").measured_requests is None
+    assert RunConfig(profile="concurrency", concurrency=64).warmup_requests == 16
+
+
+def test_scenario_file_and_flags_win(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text("target: http://127.0.0.1:9/v1\nconcurrency: 4\nduration: 2m\nslo: ['ttft_p99_ms<=500']\nmax-concurrency: 3\n")
+    cfg = config_from_sources(f, {"concurrency": 8})
+    assert cfg.profile == "concurrency" and cfg.concurrency == 8
+    assert cfg.duration_s == 120 and cfg.max_concurrency == 3
+    assert str(cfg.slos[0]) == "ttft_p99_ms<=500"
+
+
+def test_scenario_unknown_key_is_a_config_error(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text("concurrncy: 4\n")
+    with pytest.raises(ConfigError, match="concurrncy"):
+        config_from_sources(f, {})
+
+
+def test_bad_slo_is_a_config_error() -> None:
+    with pytest.raises(ConfigError):
+        config_from_sources(None, {"slo": ["latency<=5"]})
+
+
+def test_profile_conflicts() -> None:
+    with pytest.raises(ConfigError, match="cannot be combined"):
+        _profile(False, 4, 2.0, None)
+    with pytest.raises(ConfigError, match="only applies to --rate"):
+        _profile(False, 4, None, 2)
+    assert _profile(False, None, 2.0, 8) == "rate"
+
+
+def test_target_normalisation() -> None:
+    assert _normalise_target("http://127.0.0.1:8000") == "http://127.0.0.1:8000/v1"
+    assert _normalise_target("http://127.0.0.1:8000/v1/") == "http://127.0.0.1:8000/v1"
+    with pytest.raises(ConfigError):
+        _normalise_target("127.0.0.1:8000")
+
+
+def test_headers_and_extra_body() -> None:
+    assert _headers(["X-A: 1", "X-B:two:three"]) == {"X-A": "1", "X-B": "two:three"}
+    with pytest.raises(ConfigError):
+        _headers(["nocolon"])
+    assert _json_object('{"ignore_eos": true}') == {"ignore_eos": True}
+    with pytest.raises(ConfigError):
+        _json_object("[1]")

@@ -1,0 +1,83 @@
+"""Across iterations: t critical values, mean/stdev/CV/CI and the stability verdict."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tokspeed.metrics.iterations import across_iterations, metric_across, t_critical_95
+from tokspeed.metrics.schema import Summary, Throughput
+
+
+def run(tokens_per_s: float | None, requests_per_s: float = 10.0) -> Summary:
+    return Summary(
+        throughput=Throughput(output_tokens_per_s=tokens_per_s, requests_per_s=requests_per_s)
+    )
+
+
+@pytest.mark.parametrize(
+    ("df", "t"), [(1, 12.706), (2, 4.303), (9, 2.262), (30, 2.042), (35, 2.042), (200, 1.98)]
+)
+def test_t_table(df: int, t: float) -> None:
+    assert t_critical_95(df) == t
+
+
+def test_t_limit_and_bad_df() -> None:
+    assert t_critical_95(10_000) == 1.96
+    with pytest.raises(ValueError):
+        t_critical_95(0)
+
+
+def test_metric_across_exact() -> None:
+    m = metric_across([100.0, 110.0, 90.0])
+    assert (m.n, m.mean, m.stdev, m.cv) == (3, 100.0, 10.0, 0.1)
+    half = 4.303 * 10.0 / math.sqrt(3)
+    assert m.ci95_low == pytest.approx(100.0 - half)
+    assert m.ci95_high == pytest.approx(100.0 + half)
+
+
+def test_metric_across_small_n() -> None:
+    assert metric_across([]).mean is None
+    one = metric_across([5.0])
+    assert (one.n, one.mean, one.stdev, one.cv, one.ci95_low) == (1, 5.0, None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("values", "verdict"),
+    [
+        ([1000.0, 1010.0, 990.0], "stable"),  # cv 1%
+        ([1000.0, 1080.0, 920.0], "normal"),  # cv 8%
+        ([1000.0, 1300.0, 700.0], "unstable"),  # cv 30%
+    ],
+)
+def test_verdicts(values: list[float], verdict: str) -> None:
+    result = across_iterations([run(v) for v in values])
+    assert result.verdict == verdict
+    assert result.verdict_metric == "output_tokens_per_s"
+    assert result.metrics["output_tokens_per_s"].values == values
+    if verdict == "unstable":
+        assert result.message is not None
+        assert "warm-up" in result.message and "requests per iteration" in result.message
+        assert "30.0%" in result.message
+    else:
+        assert result.message is None
+
+
+def test_single_iteration() -> None:
+    result = across_iterations([run(1000.0)])
+    assert result.verdict == "single"
+    assert result.n == 1
+
+
+def test_falls_back_to_request_throughput_without_tokens() -> None:
+    result = across_iterations([run(None, 10.0), run(None, 10.2)])
+    assert result.verdict_metric == "requests_per_s"
+    assert result.verdict == "stable"
+
+
+def test_headline_metrics_present_and_missing_values_skipped() -> None:
+    result = across_iterations([run(1000.0), run(1000.0)])
+    assert set(result.metrics) >= {"ttft_mean_ms", "ttft_p99_ms", "tpot_mean_ms", "e2e_mean_ms"}
+    assert result.metrics["ttft_mean_ms"].n == 0
+    assert result.metrics["output_tokens_per_s"].cv == 0.0
