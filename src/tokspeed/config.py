@@ -140,7 +140,7 @@ class RunConfig(BaseModel):
     def warmup_requests(self) -> int:
         if self.warmup is not None:
             return self.warmup
-        return min(self.streams, 16)
+        return min(self.streams, 256)
 
     @property
     def measured_requests(self) -> int | None:
@@ -165,8 +165,11 @@ def config_from_sources(scenario: Path | None, overrides: dict[str, Any]) -> Run
     if scenario is not None:
         data.update(_read_scenario(scenario))
     data.update({k: v for k, v in overrides.items() if v is not None})
-    if data.get("concurrency") is not None and "profile" not in overrides and "profile" not in data:
-        data["profile"] = "concurrency"
+    if overrides.get("profile") is None and "profile" not in data:
+        if data.get("rate") is not None:
+            data["profile"] = "rate"
+        elif data.get("concurrency") is not None:
+            data["profile"] = "concurrency"
     try:
         return RunConfig(**data)
     except ValidationError as exc:

@@ -27,6 +27,8 @@ CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 MESSAGES = [{"role": "user", "content": "say something about cats"}]
 FAST: dict[str, Any] = {"ttft_ms": 0.0, "itl_ms": 0.0}
+MS = 1_000_000
+LATE_MS = 8  # how late a chunk may be on a busy machine (typically < 1.5 ms; the log is what counts)
 
 
 class Sim:
@@ -255,19 +257,20 @@ async def test_info_endpoints(tmp_path: Path) -> None:
 
 
 async def test_log_follows_the_schedule(tmp_path: Path) -> None:
+    """Never early; late by no more than scheduling noise; no drift over 100 chunks (absolute deadlines)."""
     async with running_sim(tmp_path, ttft_ms=30, itl_ms=5) as sim:
         events = await sim.stream(COMPLETIONS, {"prompt": "x", "max_tokens": 100})
         [entry] = await sim.wait_for_log(1)
     assert len(token_events(events)) == 100
-    ms = 1e6
     assert entry["status"] == "ok" and entry["chunk_tokens"] == [1] * 100
-    assert abs((entry["first_token_ns"] - entry["start_ns"]) / ms - 30) < 3
-    gaps = [(b - a) / ms for a, b in itertools.pairwise(entry["chunk_ns"])]
+    start, chunk_ns = entry["start_ns"], entry["chunk_ns"]
+    due = [start + entry["prefill_ns"] + i * entry["itl_ns"] for i in range(100)]
+    assert all(t >= d for t, d in zip(chunk_ns, due, strict=True))
+    assert 30 <= (entry["first_token_ns"] - start) / MS < 30 + LATE_MS
+    gaps = [(b - a) / MS for a, b in itertools.pairwise(chunk_ns)]
     assert abs(statistics.median(gaps) - 5) < 2
-    assert abs((entry["chunk_ns"][-1] - entry["chunk_ns"][0]) / ms - 99 * 5) < 4  # no drift
-    for i, t in enumerate(entry["chunk_ns"]):  # never early
-        assert t >= entry["start_ns"] + entry["prefill_ns"] + i * entry["itl_ns"]
-    assert entry["received_ns"] <= entry["start_ns"] <= entry["chunk_ns"][0] <= entry["end_ns"]
+    assert abs((chunk_ns[-1] - chunk_ns[0]) / MS - 99 * 5) < LATE_MS
+    assert entry["received_ns"] <= start <= chunk_ns[0] <= entry["end_ns"]
 
 
 async def test_log_records_every_field(tmp_path: Path) -> None:
@@ -292,7 +295,7 @@ async def test_prefill_time_per_prompt_token(tmp_path: Path) -> None:
         await sim.stream(COMPLETIONS, {"prompt": prompt, "max_tokens": 2})
         [entry] = await sim.wait_for_log(1)
     assert entry["prompt_tokens"] == 1000 and entry["prefill_ns"] == 25_000_000
-    assert abs((entry["first_token_ns"] - entry["start_ns"]) / 1e6 - 25) < 3
+    assert 25 <= (entry["first_token_ns"] - entry["start_ns"]) / MS < 25 + LATE_MS
 
 
 async def test_non_stream_is_sent_when_the_last_token_is_due(tmp_path: Path) -> None:
@@ -300,7 +303,7 @@ async def test_non_stream_is_sent_when_the_last_token_is_due(tmp_path: Path) -> 
         await sim.post(COMPLETIONS, {"prompt": "x", "max_tokens": 6})
         [entry] = await sim.wait_for_log(1)
     assert entry["stream"] is False and entry["chunk_tokens"] == [6]
-    assert abs((entry["chunk_ns"][0] - entry["start_ns"]) / 1e6 - (20 + 5 * 2)) < 3
+    assert 30 <= (entry["chunk_ns"][0] - entry["start_ns"]) / MS < 30 + LATE_MS
 
 
 async def test_max_concurrency_queues_fifo(tmp_path: Path) -> None:
@@ -309,11 +312,11 @@ async def test_max_concurrency_queues_fifo(tmp_path: Path) -> None:
         await asyncio.gather(*(sim.stream(COMPLETIONS, body) for _ in range(3)))
         entries = sorted(await sim.wait_for_log(3), key=lambda e: e["start_ns"])
     for earlier, later in itertools.pairwise(entries):
-        assert later["start_ns"] >= earlier["end_ns"] - 1_000_000
+        assert later["start_ns"] >= earlier["end_ns"]  # one at a time
         assert later["received_ns"] < earlier["end_ns"]  # it really waited in the queue
-    waits = [(e["start_ns"] - e["received_ns"]) / 1e6 for e in entries]
-    assert waits[0] < 10 and waits[1] > 20 and waits[2] > waits[1] + 20
-    assert [e["received_ns"] for e in entries] == sorted(e["received_ns"] for e in entries)  # FIFO
+        assert later["received_ns"] > earlier["received_ns"]  # served in arrival order
+    for e in entries:  # the queue wait adds to TTFT; service time itself is unchanged
+        assert e["first_token_ns"] - e["start_ns"] >= 20 * MS
 
 
 @pytest.mark.parametrize("handler_cancellation", [False, True])
@@ -353,7 +356,8 @@ async def test_disconnect_while_queued(tmp_path: Path, handler_cancellation: boo
 # --- run_server in a real process -----------------------------------------------------------
 
 _SERVE = (
-    "from tokspeed.sim import SimConfig, run_server; import sys; run_server(SimConfig(**eval(sys.argv[1])), port=0)"
+    "import sys; from tokspeed.sim import SimConfig, run_server; "
+    "run_server(SimConfig.model_validate_json(sys.argv[1]), port=0)"
 )
 
 
@@ -372,7 +376,7 @@ async def _start_process(cfg: str) -> tuple[asyncio.subprocess.Process, str]:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 async def test_run_server_process_serves_and_stops_on_signal(tmp_path: Path, sig: signal.Signals) -> None:
     log_path = tmp_path / "proc.jsonl"
-    proc, base = await _start_process(repr({"ttft_ms": 1, "itl_ms": 1, "log_path": str(log_path)}))
+    proc, base = await _start_process(orjson.dumps({"ttft_ms": 1, "itl_ms": 1, "log_path": str(log_path)}).decode())
     try:
         async with aiohttp.ClientSession() as session:
             body = {"messages": MESSAGES, "max_tokens": 4, "stream": True}
@@ -390,7 +394,7 @@ async def test_run_server_process_serves_and_stops_on_signal(tmp_path: Path, sig
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 async def test_run_server_stops_promptly_with_a_stream_in_flight(tmp_path: Path) -> None:
     log_path = tmp_path / "proc.jsonl"
-    proc, base = await _start_process(repr({"ttft_ms": 0, "itl_ms": 10, "log_path": str(log_path)}))
+    proc, base = await _start_process(orjson.dumps({"ttft_ms": 0, "itl_ms": 10, "log_path": str(log_path)}).decode())
     chunks = 0
     try:
         async with aiohttp.ClientSession() as session:

@@ -34,7 +34,8 @@ def test_defaults() -> None:
     assert cfg.profile == "synchronous" and cfg.streams == 1
     assert cfg.measured_requests == 100 and cfg.warmup_requests == 1
     assert RunConfig(duration_s="10s").measured_requests is None
-    assert RunConfig(profile="concurrency", concurrency=64).warmup_requests == 16
+    assert RunConfig(profile="concurrency", concurrency=64).warmup_requests == 64
+    assert RunConfig(profile="concurrency", concurrency=1000).warmup_requests == 256
 
 
 def test_scenario_file_and_flags_win(tmp_path: Path) -> None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-import click
 import typer
 
 from tokspeed.errors import TokspeedError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SLO, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+# typer re-exports click's exceptions (vendored in newer typer): find their common base
+_ClickError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 app = typer.Typer(
     name="tokspeed",
@@ -45,12 +46,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         rc = app(args=args, prog_name="tokspeed", standalone_mode=False)
     except TokspeedError as exc:
         return _error(str(exc), exc.hint, exc.exit_code)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return int(exc.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         return _error("interrupted", None, EXIT_INTERRUPTED)
-    except click.ClickException as exc:
-        exc.show()
+    except _ClickError as exc:
+        exc.show()  # type: ignore[attr-defined]
         return EXIT_USAGE
     except KeyboardInterrupt:
         return _error("interrupted", None, EXIT_INTERRUPTED)
@@ -62,7 +63,3 @@ def _error(message: str, hint: str | None, code: int) -> int:
     if hint:
         print(f"Hint: {hint}", file=sys.stderr)
     return code
-
-
-def entry() -> None:
-    sys.exit(main())

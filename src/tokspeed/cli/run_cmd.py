@@ -63,7 +63,7 @@ def run(
     max_concurrency: Annotated[Optional[int], _opt("--max-concurrency", help="Cap in-flight requests for --rate (waits count as lateness).", panel=LOAD, min=1)] = None,
     requests: Annotated[Optional[int], _opt("--requests", "-n", help="Measured requests per iteration. [default: 100, or unlimited with --duration]", panel=LOAD, min=1)] = None,
     duration: Annotated[Optional[str], _opt("--duration", help="Stop starting requests after this long per iteration (30s, 5m).", panel=LOAD)] = None,
-    warmup: Annotated[Optional[int], _opt("--warmup", help="Warm-up requests before measuring, excluded from statistics. [default: one per stream, at most 16]", panel=LOAD, min=0)] = None,
+    warmup: Annotated[Optional[int], _opt("--warmup", help="Warm-up requests before measuring, excluded from statistics. [default: one per stream, at most 256]", panel=LOAD, min=0)] = None,
     iterations: Annotated[Optional[int], _opt("--iterations", "-i", help="Repeat the measurement K times (after one warm-up) and report spread. [default: 1]", panel=LOAD, min=1)] = None,
     slo: Annotated[Optional[list[str]], _opt("--slo", help="Objective, repeatable: 'ttft_p99_ms<=500' (percentile) or 'tpot_ms<=50' (per request; goodput).", panel=OUT)] = None,
     out: Annotated[Optional[Path], _opt("--out", "-o", help="Results directory. [default: runs/<date-time>]", panel=OUT)] = None,

@@ -1,0 +1,106 @@
+"""Test harness: a real simulator subprocess on loopback, real `tokspeed run` subprocesses.
+
+`SimServer` starts `python -m tokspeed sim --port 0 --log FILE ...` and reads
+its URL from the first line it prints. `run_cli` runs `python -m tokspeed ...`
+and returns the completed process. `Truth` joins a run's request records with
+the simulator's log by response id, in one clock (CLOCK_MONOTONIC ns).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+_URL = re.compile(rb"listening on (http://\S+/v1)")
+
+
+class SimServer:
+    def __init__(self, tmp: Path, *args: str) -> None:
+        self.log = tmp / f"sim-{time.monotonic_ns()}.jsonl"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tokspeed", "sim", "--port", "0", "--log", str(self.log), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        m = _URL.search(line)
+        if not m:
+            self.stop()
+            raise RuntimeError(f"simulator did not start: {line!r}")
+        self.url = m.group(1).decode()
+
+    def entries(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for line in self.log.read_bytes().splitlines():
+            d = orjson.loads(line)
+            out[d["id"]] = d
+        return out
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def run_cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "tokspeed", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+    )
+
+
+def load_json(path: Path) -> Any:
+    return orjson.loads(path.read_bytes())
+
+
+def records(out: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in (out / "requests.jsonl").read_bytes().splitlines()]
+
+
+@dataclass
+class Pair:
+    """One measured request as tokspeed saw it (client_*) and as the simulator did it (sim)."""
+
+    client: dict[str, Any]
+    sim: dict[str, Any]
+    offset: int  # epoch_offset_ns of the run: client file times minus offset = monotonic ns
+
+    def c(self, key: str) -> int:
+        return int(self.client[key]) - self.offset
+
+    @property
+    def client_chunks(self) -> np.ndarray:
+        return np.asarray(self.client["chunk_offsets_ns"], dtype=np.int64) + self.c("sent_ns")
+
+    @property
+    def sim_chunks(self) -> np.ndarray:
+        return np.asarray(self.sim["chunk_ns"], dtype=np.int64)
+
+
+def pairs(out: Path, sim: SimServer) -> list[Pair]:
+    run = load_json(out / "run.json")
+    truth = sim.entries()
+    return [
+        Pair(client=r, sim=truth[r["response_id"]], offset=run["epoch_offset_ns"])
+        for r in records(out)
+        if not r["warmup"] and r["status"] == "ok"
+    ]
