@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from tokspeed.sim.config import SimConfig
 from tokspeed.sim.request import SimRequest
 
+MIN_SLEEP_S = 0.001  # the event loops' timer granularity; shorter waits would busy-poll
+
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
@@ -71,11 +73,13 @@ def _group(first: int, count: int, size: int, *, reasoning: bool) -> list[Chunk]
 async def sleep_until(due_ns: int) -> None:
     """Wait until `time.perf_counter_ns() >= due_ns`; never returns early, at once if past.
 
-    Event-loop timers may fire slightly early (libuv rounds to milliseconds), so the wait
-    repeats until the deadline has truly passed.
+    Event-loop timers have millisecond granularity and libuv's may fire early, so the wait
+    repeats until the deadline has truly passed. A remainder under `MIN_SLEEP_S` is slept as
+    `MIN_SLEEP_S` rather than polled, so waiting never spins the CPU (at the cost of being up
+    to about a millisecond late; every send time is logged).
     """
     while (remaining_ns := due_ns - time.perf_counter_ns()) > 0:
-        await asyncio.sleep(remaining_ns / 1e9)
+        await asyncio.sleep(max(remaining_ns / 1e9, MIN_SLEEP_S))
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tokspeed.sim.arrival import arrival_middleware, use_arrival_stamps
 from tokspeed.sim.config import SimConfig, describe
 from tokspeed.sim.service import SHUTDOWN_GRACE_S, SimService
 
@@ -23,7 +24,7 @@ MAX_BODY_BYTES = 64 * 1024 * 1024  # long-context prompts are large
 def make_app(cfg: SimConfig) -> web.Application:
     """An aiohttp application serving the simulated OpenAI-compatible API for `cfg`."""
     service = SimService(cfg)
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[arrival_middleware])
     app.add_routes(
         [
             web.get("/v1/models", service.models),
@@ -55,6 +56,7 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
 async def _serve(cfg: SimConfig, host: str, port: int) -> None:
     runner = web.AppRunner(make_app(cfg), handle_signals=False, access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
+    use_arrival_stamps(runner)
     try:
         site = web.TCPSite(runner, host, port)
         await site.start()

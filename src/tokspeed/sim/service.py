@@ -18,6 +18,7 @@ import orjson
 from aiohttp import web
 
 from tokspeed import __version__
+from tokspeed.sim.arrival import arrival_of
 from tokspeed.sim.config import SimConfig
 from tokspeed.sim.gate import FifoGate
 from tokspeed.sim.log import LogEntry, SimLog, SimStatus
@@ -84,7 +85,7 @@ class SimService:
         return await self._generate(request, "chat")
 
     async def _generate(self, request: web.Request, api: ApiName) -> web.StreamResponse:
-        entry = self._new_entry(api)
+        entry = self._new_entry(api, arrival_of(request))
         try:
             req = self._accept(api, await request.read())
         except RequestError as exc:
@@ -111,8 +112,7 @@ class SimService:
                 entry.end_ns = perf_counter_ns()
             self._log.write(entry)
 
-    def _new_entry(self, api: ApiName) -> LogEntry:
-        received_ns = perf_counter_ns()
+    def _new_entry(self, api: ApiName, received_ns: int) -> LogEntry:
         prefix = "cmpl" if api == "completions" else "chatcmpl"
         return LogEntry(
             id=f"{prefix}-sim-{next(self._ids)}",
