@@ -45,6 +45,14 @@ class Benchmark(BaseModel):
     across_iterations: AcrossIterations | None = None
 
 
+class Sample(BaseModel):
+    """One prompt and the response it got (truncated), so a run shows what was generated."""
+
+    index: int
+    prompt: str
+    response: str
+
+
 class RunResult(BaseModel):
     """The contents of run.json. Additive changes keep the schema name; breaking ones bump it."""
 
@@ -61,11 +69,28 @@ class RunResult(BaseModel):
     target: dict[str, Any] = Field(default_factory=dict)
     workload: dict[str, Any] = Field(default_factory=dict)
     benchmarks: list[Benchmark] = Field(default_factory=list)
+    samples: list[Sample] = Field(default_factory=list, description="first prompts and responses, for eyeballing quality")
     warnings: list[str] = Field(default_factory=list)
     error: str | None = None
 
     def to_json_bytes(self) -> bytes:
         return orjson.dumps(self.model_dump(mode="json", by_alias=True), option=orjson.OPT_INDENT_2)
+
+
+SCHEMA_FILE = Path(__file__).parent / "schemas" / "run.schema.json"
+
+
+def run_json_schema() -> dict[str, Any]:
+    """The JSON Schema of run.json, generated from the models (shipped as schemas/run.schema.json)."""
+    schema = RunResult.model_json_schema(by_alias=True, mode="serialization")
+    schema["$id"] = "https://tokspeed.dev/schemas/" + SCHEMA.replace("/", "-") + ".json"
+    schema["title"] = SCHEMA
+    return schema
+
+
+def write_schema_file() -> None:
+    """Regenerate schemas/run.schema.json (run after changing the result models)."""
+    SCHEMA_FILE.write_bytes(orjson.dumps(run_json_schema(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
 
 
 def now_iso() -> str:

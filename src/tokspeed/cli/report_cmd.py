@@ -24,10 +24,10 @@ def report(
     from tokspeed.reports.summary_text import render_result
     from tokspeed.results import load_run
 
-    result, records = load_run(directory)
+    result, _records = load_run(directory)
     if json_out:
         data = [{"name": b.name, "profile": b.profile, "summary": b.summary.model_dump(mode="json")} for b in result.benchmarks]
         print(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
         return 0
-    Console(highlight=False).print(render_result(result, records))
+    Console(highlight=False).print(render_result(result))
     return 0

@@ -124,7 +124,7 @@ class Console:
                     print(f"SLO {'PASS' if v.met else 'FAIL'} {v.slo}")
             print(outcome.directory)
             return
-        self.out.print(render_result(result, outcome.records))
+        self.out.print(render_result(result))
         if outcome.interrupted:
             self.out.print(f"Interrupted: {len(outcome.records)} finished requests saved in {outcome.directory}")
         else:

@@ -6,7 +6,7 @@ re-rendered from disk looks exactly like the original printout.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -147,15 +147,20 @@ def totals_lines(bench: Benchmark) -> list[str]:
     return lines
 
 
-def sample_lines(records: Iterable[Any], limit: int = 300) -> list[str]:
-    for r in records:
-        if r.ok and not r.warmup and r.output_text:
-            text = r.output_text.strip().replace("\n", " ")
-            return [f"Sample response (request {r.index}): {text[:limit]}{'…' if len(text) > limit else ''}"]
-    return []
+def sample_lines(result: RunResult, limit: int = 300) -> list[str]:
+    """The first prompt and its response, one line each, shortened."""
+    if not result.samples:
+        return []
+    sample = result.samples[0]
+    return [f"Sample prompt:   {_one_line(sample.prompt, limit)}", f"Sample response: {_one_line(sample.response, limit)}"]
 
 
-def render_result(result: RunResult, records: list[Any] | None = None) -> RenderableType:
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text[:limit] + ("…" if len(text) > limit else "")
+
+
+def render_result(result: RunResult) -> RenderableType:
     """The full printout of a run: header, per-iteration lines, table, totals, sample, warnings."""
     parts: list[RenderableType] = [Text(line) for line in header_lines(result)]
     for bench in result.benchmarks:
@@ -163,8 +168,7 @@ def render_result(result: RunResult, records: list[Any] | None = None) -> Render
         parts += [Text(line) for line in iteration_lines(bench)]
         parts.append(metric_table(bench))
         parts += [Text(line) for line in totals_lines(bench)]
-    if records:
-        parts += [Text(line, style="dim") for line in sample_lines(records)]
+    parts += [Text(line, style="dim") for line in sample_lines(result)]
     for w in result.warnings:
         parts.append(Text(f"Warning: {w}", style="yellow"))
     if result.status != "complete":

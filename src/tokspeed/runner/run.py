@@ -16,16 +16,17 @@ from pathlib import Path
 from typing import Protocol
 
 from tokspeed.backends.base import Backend, TargetInfo
-from tokspeed.config import RunConfig
+from tokspeed.config import SAMPLE_OUTPUTS, RunConfig
 from tokspeed.environment import capture_environment
 from tokspeed.errors import TokspeedError
 from tokspeed.load.plan import LoadPlan
 from tokspeed.records import RequestRecord
-from tokspeed.results import ResultsWriter, RunResult, build_benchmark, now_iso
+from tokspeed.results import ResultsWriter, RunResult, Sample, build_benchmark, now_iso
 from tokspeed.runner.checks import measurement_warnings
 from tokspeed.runner.executor import Phase, SpecSource, run_phase
 
 WARMUP_INDEX_BASE = 1_000_000_000  # warm-up requests use spec indices from here on
+SAMPLE_CHARS = 2000
 
 
 class Observer(Protocol):
@@ -151,9 +152,21 @@ async def execute_run(
         result.status, result.error = "failed", str(exc)
         raise
     finally:
+        result.samples = collect_samples(records, workload)
         _finish(result, cfg, plan, records, writer)
         await backend.close()
     return RunOutcome(result=result, records=records, directory=out_dir)
+
+
+def collect_samples(records: list[RequestRecord], workload: SpecSource, limit: int = SAMPLE_OUTPUTS) -> list[Sample]:
+    """The first few measured prompts with the responses they got (as the seed's script prints)."""
+    kept = sorted((r for r in records if r.ok and not r.warmup and r.output_text is not None),
+                  key=lambda r: (r.iteration, r.index))
+    return [
+        Sample(index=r.index, prompt=workload.request(r.index).prompt_text()[:SAMPLE_CHARS],
+               response=(r.output_text or "")[:SAMPLE_CHARS])
+        for r in kept[:limit]
+    ]
 
 
 def _finish(
