@@ -113,8 +113,8 @@ def metric_table(bench: Benchmark) -> Table:
         table.add_column("p99.9" if stat == "p999" else stat, justify="right")
     for field, label, unit in ROWS:
         dist: Distribution = getattr(s, field)
-        if field == "ttfa_ms" and _same(dist, s.ttft_ms):
-            continue
+        if (field == "ttfa_ms" and _same(dist, s.ttft_ms)) or (field == "chunk_gap_ms" and _same(dist, s.itl_ms)):
+            continue  # identical rows: no reasoning tokens / one token per chunk
         if not dist.count:
             continue
         table.add_row(label, unit, str(dist.count), *(fmt(getattr(dist, stat)) for stat in STATS))
