@@ -1,0 +1,34 @@
+"""The README cannot drift from the CLI: every flag it names exists, every `run` flag is documented."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import typer.main
+
+from tokspeed.cli import app
+
+README = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+
+
+def options(command: str) -> set[str]:
+    group = typer.main.get_command(app)
+    cmd = group.commands[command]  # type: ignore[attr-defined]
+    return {opt for p in cmd.params for opt in p.opts if opt.startswith("--")}
+
+
+def test_every_flag_in_the_readme_exists() -> None:
+    known = options("run") | options("sim") | options("report") | {"--help"}
+    mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", README))
+    assert mentioned - known == set()
+
+
+def test_every_run_flag_is_documented() -> None:
+    undocumented = {o for o in options("run") if o not in README}
+    assert undocumented == set()
+
+
+def test_readme_names_the_test_command_ci_runs() -> None:
+    ci = (Path(__file__).parents[2] / ".ci" / "run").read_text()
+    assert "bash .ci/run" in README and "pytest" in ci
