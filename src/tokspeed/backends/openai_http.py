@@ -294,22 +294,20 @@ def _on_event(data: bytes, now: int, record: RequestRecord, state: _StreamState)
         return True
     if not isinstance(obj, dict):
         return False
-    if "error" in obj or obj.get("object") == "error":
-        _fail(record, Status.ERROR, ErrorKind.STREAM, _stream_error_text(obj))
-        record.end_ns = now
-        return True
+    choices = obj.get("choices")
+    tokens = _on_choice(choices[0], now, record, state) if choices else False
     if record.response_id is None:
         record.response_id = obj.get("id")
     usage = obj.get("usage")
-    choices = obj.get("choices")
-    tokens = False
-    if choices:
-        tokens = _on_choice(choices[0], now, record, state)
     if usage:
         state.usage_completion = usage.get("completion_tokens", state.usage_completion)
         state.usage_prompt = usage.get("prompt_tokens", state.usage_prompt)
         if tokens and state.usage_completion is not None:
             state.chunk_usage.append(state.usage_completion)
+    elif not choices and ("error" in obj or obj.get("object") == "error"):
+        _fail(record, Status.ERROR, ErrorKind.STREAM, _stream_error_text(obj))
+        record.end_ns = now
+        return True
     return False
 
 

@@ -33,6 +33,8 @@ class SSEDecoder:
     last_event_type: bytes = b""
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        if not (self._tail or self._data or self._after_cr) and chunk.endswith(b"\n\n") and b"\r" not in chunk:
+            return self._whole_events(chunk)
         if self._after_cr:
             self._after_cr = False
             if chunk[:1] == b"\n":
@@ -46,6 +48,19 @@ class SSEDecoder:
         out: list[bytes] = []
         for line in lines:
             self._line(line, out)
+        return out
+
+    def _whole_events(self, chunk: bytes) -> list[bytes]:
+        """Fast path: the read holds only complete LF-terminated events (what servers send)."""
+        out: list[bytes] = []
+        for block in chunk.split(b"\n\n"):
+            if block.startswith(b"data: ") and b"\n" not in block:
+                out.append(block[6:])
+                self.last_event_type = b""
+            elif block:
+                for line in block.split(b"\n"):
+                    self._line(line, out)
+                self._line(b"", out)
         return out
 
     def close(self) -> list[bytes]:
