@@ -20,6 +20,10 @@ from tokspeed.metrics.slo import SLO, parse_slo
 DEFAULT_REQUESTS = 100
 DEFAULT_OUTPUT_TOKENS = "256"
 DEFAULT_TIMEOUT_S = 600.0
+RETRY_STATUSES = (429, 503)  # --retries repeats only these: the server asked the client to come back
+RETRY_AFTER_CAP_S = 30.0  # the longest Retry-After honoured (and the backoff's ceiling)
+RETRY_BACKOFF_S = 0.5  # without Retry-After: wait 0.5 s, 1 s, 2 s, ... between attempts
+MAX_ERROR_RATE_MIN_REQUESTS = 20  # --max-error-rate is judged once this many measured requests finished
 SAMPLE_OUTPUTS = 3  # records that keep their full output text (for the console sample)
 SECRET_HEADERS = ("authorization", "api-key", "x-api-key", "proxy-authorization", "cookie")
 
@@ -41,8 +45,10 @@ _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 def parse_duration(text: str | float | int) -> float:
     """`30s`, `5m`, `1.5h`, `250ms` or a bare number of seconds -> seconds."""
-    if isinstance(text, (int, float)):
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
         return float(text)
+    if not isinstance(text, str):
+        raise ConfigError(f"cannot parse duration {text!r}", hint="use e.g. 30s, 5m, 1h or 250ms")
     m = _DURATION_RE.match(text)
     if not m:
         raise ConfigError(f"cannot parse duration {text!r}", hint="use e.g. 30s, 5m, 1h or 250ms")
@@ -64,6 +70,10 @@ class RunConfig(BaseModel):
     extra_body: dict[str, Any] = Field(default_factory=dict, description="merged into every request body")
     timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0, description="per-request timeout, seconds")
     include_usage: bool = Field(True, description="ask for stream_options.include_usage")
+    ttft_timeout_s: float | None = Field(
+        None, gt=0, description="fail a streamed request with no first token within this many seconds"
+    )
+    retries: int = Field(0, ge=0, le=100, description="retry HTTP 429/503 answers this many times (Retry-After honoured)")
 
     # sampling
     temperature: float | None = None
@@ -93,6 +103,9 @@ class RunConfig(BaseModel):
 
     # judging and output
     slo: list[str] = Field(default_factory=list)
+    max_error_rate: float | None = Field(
+        None, ge=0, le=1, description="stop the run when this fraction of measured requests failed"
+    )
     out: Path | None = None
 
     @field_validator("output_tokens", "input_tokens", mode="before")
@@ -118,6 +131,10 @@ class RunConfig(BaseModel):
             raise ValueError("profile 'concurrency' needs concurrency: N")
         if self.profile == "rate" and self.rate is None:
             raise ValueError("profile 'rate' needs rate: R")
+        if self.ttft_timeout_s is not None and not self.stream:
+            raise ValueError("ttft_timeout (--ttft-timeout) needs a streamed response: drop --no-stream or it")
+        if self.ttft_timeout_s is not None and self.ttft_timeout_s >= self.timeout_s:
+            raise ValueError("ttft_timeout (--ttft-timeout) must be shorter than timeout (--timeout)")
         return self
 
     # derived values -------------------------------------------------------
@@ -176,7 +193,7 @@ def config_from_sources(scenario: Path | None, overrides: dict[str, Any]) -> Run
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "config"
         raise ConfigError(
-            f"invalid {where}: {first.get('msg')}",
+            f"invalid {where}: {str(first.get('msg')).removeprefix('Value error, ')}",
             hint="see `tokspeed run --help` for every option and its range",
         ) from exc
 
@@ -186,14 +203,27 @@ def _read_scenario(path: Path) -> dict[str, Any]:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read scenario {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"scenario {path} is not UTF-8 text (byte {exc.start})") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"scenario {path} is not valid YAML: {exc}") from exc
+        raise ConfigError(f"scenario {path} is not valid YAML: {_one_line(str(exc))}") from exc
     if raw is None:
         return {}
     if not isinstance(raw, dict):
         raise ConfigError(f"scenario {path} must be a mapping of option: value")
     if "duration" in raw and "duration_s" not in raw:
         raw["duration_s"] = raw.pop("duration")
-    if "timeout" in raw and "timeout_s" not in raw:
-        raw["timeout_s"] = parse_duration(raw.pop("timeout"))
+    for key in ("timeout", "ttft_timeout"):
+        if key in raw and f"{key}_s" not in raw:
+            raw[f"{key}_s"] = _scenario_duration(path, key, raw.pop(key))
     return {k.replace("-", "_"): v for k, v in raw.items()}
+
+
+def _scenario_duration(path: Path, key: str, value: Any) -> float:
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise ConfigError(f"scenario {path}: {key} must be a duration such as 30s, got {value!r}")
+    return parse_duration(value)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

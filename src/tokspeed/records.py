@@ -31,11 +31,20 @@ class ErrorKind(str, Enum):
     """Classification of a failed request, for counting and diagnosis."""
 
     CONNECT = "connect"  # could not connect / connection reset before a response
-    TIMEOUT = "timeout"  # --timeout exceeded
+    TIMEOUT = "timeout"  # --timeout exceeded (no complete response in time)
     HTTP = "http"  # non-2xx status (see http_status)
-    STREAM = "stream"  # an error object inside the stream
-    PROTOCOL = "protocol"  # malformed response (bad JSON, stream ended without data)
+    STREAM = "stream"  # the server sent an error object inside the stream
+    PROTOCOL = "protocol"  # parse error: bad JSON, a malformed SSE line, an event of the wrong shape
     OTHER = "other"
+    BROKEN = "broken"  # the connection dropped (or the stream stopped short) after the response began
+    TTFT_TIMEOUT = "ttft_timeout"  # --ttft-timeout exceeded (no first token in time)
+
+
+class Anomaly(str, Enum):
+    """A non-fatal oddity in a response that completed; listed in `RequestRecord.anomalies`."""
+
+    MISSING_DONE = "missing_done"  # the stream closed cleanly after finish_reason, without data: [DONE]
+    USAGE_BELOW_CHUNKS = "usage_below_chunks"  # usage.completion_tokens < token-bearing chunks: usage ignored
 
 
 class TokenSource(str, Enum):
@@ -107,6 +116,8 @@ class RequestRecord:
     response_id: str | None = None
     finish_reason: str | None = None
     output_text: str | None = None  # kept only for the first requests (samples)
+    retries: int = 0  # attempts repeated after 429/503 (--retries); times are the final attempt's
+    anomalies: list[str] | None = None  # non-fatal protocol oddities, e.g. "missing_done"
 
     @property
     def ok(self) -> bool:
@@ -143,6 +154,8 @@ class RequestRecord:
             "response_id": self.response_id,
             "finish_reason": self.finish_reason,
             "output_text": self.output_text,
+            "retries": self.retries,
+            "anomalies": self.anomalies,
         }
 
     @classmethod
@@ -176,6 +189,8 @@ class RequestRecord:
             response_id=d.get("response_id"),
             finish_reason=d.get("finish_reason"),
             output_text=d.get("output_text"),
+            retries=int(d.get("retries") or 0),
+            anomalies=d.get("anomalies"),
         )
 
 

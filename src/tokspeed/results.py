@@ -4,8 +4,9 @@
 once), appends each finished request to `requests.jsonl` and flushes it, and
 rewrites `run.json` atomically at the start and the end of a run, so a crash
 or Ctrl-C leaves every finished request on disk and a run.json that says how
-far it got. `load_run` reads a directory back; when `run.json` is missing it
-rebuilds the summaries from `requests.jsonl` alone.
+far it got. `load_run` reads a directory back; when `run.json` is missing, or
+still says "running" (the process was killed), it rebuilds the summaries from
+`requests.jsonl`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tokspeed import __version__
 from tokspeed.errors import ConfigError, ResultsError
 from tokspeed.metrics import AcrossIterations, Summary, across_iterations, summarize, summarize_by_iteration
-from tokspeed.metrics.slo import SLO
+from tokspeed.metrics.slo import SLO, parse_slo
 from tokspeed.records import RequestRecord
 
 SCHEMA = "tokspeed.run/1"
@@ -115,15 +116,18 @@ class ResultsWriter:
                 path.unlink()
             self._requests: IO[bytes] = open(directory / REQUESTS_FILE, "xb")
         except OSError as exc:
-            raise ResultsError(
+            raise ConfigError(
                 f"cannot write results to {directory}: {exc.strerror}",
                 hint="choose another --out directory",
             ) from exc
 
     def append(self, record: RequestRecord) -> None:
-        """Write one finished request and flush it to the OS at once."""
-        self._requests.write(orjson.dumps(record.to_json_dict(self.epoch_offset_ns)) + b"\n")
-        self._requests.flush()
+        """Write one finished request and flush it to the OS at once (one write: a kill leaves whole lines)."""
+        try:
+            self._requests.write(orjson.dumps(record.to_json_dict(self.epoch_offset_ns)) + b"\n")
+            self._requests.flush()
+        except OSError as exc:
+            raise ResultsError(f"cannot append to {self.directory / REQUESTS_FILE}: {exc.strerror}") from exc
 
     def write_run(self, result: RunResult) -> None:
         """Replace run.json atomically (write a temp file, then rename)."""
@@ -186,7 +190,10 @@ def load_run(directory: Path) -> tuple[RunResult, list[RequestRecord]]:
                 f"{run_file} has schema {data.get('schema')!r}; this tokspeed reads {SCHEMA}",
                 hint="upgrade tokspeed to read newer results",
             )
-        return RunResult.model_validate(data), records
+        result = RunResult.model_validate(data)
+        if result.status == "running" and not result.benchmarks and records:
+            result = _rebuilt_from_records(result, records)
+        return result, records
     if not records:
         raise ResultsError(f"{directory} holds neither {RUN_FILE} nor any request in {REQUESTS_FILE}")
     bench = build_benchmark("rebuilt", {"kind": "unknown"}, records, [])
@@ -197,3 +204,15 @@ def load_run(directory: Path) -> tuple[RunResult, list[RequestRecord]]:
         warnings=[f"{RUN_FILE} was missing: summary rebuilt from {REQUESTS_FILE}; config and environment unknown"],
     )
     return result, records
+
+
+def _rebuilt_from_records(result: RunResult, records: list[RequestRecord]) -> RunResult:
+    """A run whose process died before writing its summary (run.json still says "running")."""
+    slos = [parse_slo(s) for s in result.config.get("slo") or []]
+    profile = {"kind": result.config.get("profile", "unknown")}
+    bench = build_benchmark(str(profile["kind"]), profile, records, slos)
+    note = (
+        f"{RUN_FILE} says the run never finished (the process was killed?): "
+        f"summary rebuilt from the {len(records)} requests in {REQUESTS_FILE}"
+    )
+    return result.model_copy(update={"status": "interrupted", "benchmarks": [bench], "warnings": [*result.warnings, note]})

@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import orjson
@@ -25,12 +25,13 @@ _URL = re.compile(rb"listening on (http://\S+/v1)")
 
 
 class SimServer:
-    def __init__(self, tmp: Path, *args: str) -> None:
+    def __init__(self, tmp: Path, *args: str, preexec_fn: Callable[[], None] | None = None) -> None:
         self.log = tmp / f"sim-{time.monotonic_ns()}.jsonl"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tokspeed", "sim", "--port", "0", "--log", str(self.log), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            preexec_fn=preexec_fn,
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()

@@ -86,10 +86,10 @@ def test_writer_refuses_an_existing_run(tmp_path: Path) -> None:
     ResultsWriter(tmp_path, epoch_offset_ns=0, overwrite=True).close()
 
 
-def test_unwritable_out_dir_is_reported(tmp_path: Path) -> None:
+def test_unwritable_out_dir_is_a_config_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(ResultsError, match="cannot write results"):
+    with pytest.raises(ConfigError, match="cannot write results"):  # exit 2: the user must change --out
         ResultsWriter(blocker / "sub", epoch_offset_ns=0)
 
 

@@ -11,6 +11,15 @@ as DESIGN.md defines it. The headers-sent hook is not used for this: aiohttp
 buffers headers to send them with the body, and before Python 3.12 writes the
 body from a separate task, so under load that hook fires milliseconds early
 (measured: +6 ms TTFT at 64 streams on 2 cores).
+
+How a request ends (one record, never an exception): `connect` before a
+response, `http` for a 4xx/5xx answer, `broken` when the connection drops or
+the stream stops short (no finish_reason, no [DONE]) after the response began,
+`protocol` for bad JSON, a malformed SSE line or an event of the wrong shape,
+`stream` for an error object inside the stream, `ttft_timeout` and `timeout`
+for the two deadlines. A stream that closes cleanly after its finish_reason
+but without `data: [DONE]` is ok, with the `missing_done` anomaly. Error texts
+are redacted (API key, secret headers) before they are truncated and kept.
 """
 
 from __future__ import annotations
@@ -24,13 +33,20 @@ import aiohttp
 import orjson
 
 from tokspeed.backends.base import TargetInfo
+from tokspeed.backends.deadline import FirstTokenDeadline
+from tokspeed.backends.redact import Redactor, redact_url
+from tokspeed.backends.retry import reset_for_retry, retry_delay_s, retryable
 from tokspeed.backends.sse import SSEDecoder
 from tokspeed.errors import TargetError
-from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status, TokenSource
+from tokspeed.records import Anomaly, ErrorKind, RequestRecord, RequestSpec, Status, TokenSource
 from tokspeed.workload.tokens import TokenCounter
 
 _DONE = b"[DONE]"
-_ERROR_SNIPPET = 300
+_ERROR_SNIPPET = 300  # characters of an error message kept (after redaction)
+_TARGET_MESSAGE = 500  # characters of a TargetError message kept (after redaction)
+_RAW_KEEP = 4096  # bytes of an unparseable body quoted in a message before redaction
+# a server's event or body of the wrong shape (a list where an object belongs, ...)
+_SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError)
 
 
 class OpenAIHTTPBackend:
@@ -49,6 +65,8 @@ class OpenAIHTTPBackend:
         sampling: dict[str, Any] | None = None,
         include_usage: bool = True,
         timeout_s: float = 600.0,
+        ttft_timeout_s: float | None = None,
+        retries: int = 0,
         pool_size: int = 64,
         counter: TokenCounter | None = None,
         keep_text_for: int = 3,
@@ -64,6 +82,9 @@ class OpenAIHTTPBackend:
         self._extra = dict(extra_body or {})
         self._sampling = {k: v for k, v in (sampling or {}).items() if v not in (None, [], "")}
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._ttft_timeout_s = ttft_timeout_s
+        self._retries = retries
+        self._redact = Redactor.for_target(base_url, api_key, self._headers)
         self._pool_size = pool_size
         self._counter = counter
         self._keep_text_for = keep_text_for
@@ -72,6 +93,13 @@ class OpenAIHTTPBackend:
 
     # lifecycle ------------------------------------------------------------
     async def start(self) -> TargetInfo:
+        """Open the session and probe the target; a TargetError's text never holds a secret."""
+        try:
+            return await self._start()
+        except TargetError as exc:
+            raise TargetError(self._redact(str(exc))[:_TARGET_MESSAGE], hint=exc.hint) from None
+
+    async def _start(self) -> TargetInfo:
         trace = aiohttp.TraceConfig()
         trace.on_request_chunk_sent.append(_mark_sent)
         connector = aiohttp.TCPConnector(limit=self._pool_size, ttl_dns_cache=300, keepalive_timeout=60)
@@ -86,7 +114,7 @@ class OpenAIHTTPBackend:
             notes.append("server rejected stream_options.include_usage; output tokens counted another way")
         return TargetInfo(
             kind="openai-http",
-            url=self.base_url,
+            url=redact_url(self.base_url),
             model=self.model,
             api=self.api,
             stream=self.stream,
@@ -124,10 +152,13 @@ class OpenAIHTTPBackend:
         try:
             async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=15)) as resp:
                 if resp.status != 200:
-                    raise TargetError(
-                        f"GET {url} answered HTTP {resp.status}",
-                        hint="check --target (it should end in /v1) and --api-key; or pass --model",
+                    text = await resp.text(errors="replace")
+                    hint = (
+                        _hint_for_status(resp.status)
+                        if resp.status in (401, 403, 404)
+                        else "check --target (it should end in /v1) and --api-key; or pass --model"
                     )
+                    raise TargetError(f"GET {url} answered HTTP {resp.status}: {_error_message(text)}", hint=hint)
                 return await resp.json(content_type=None)
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             if quiet:
@@ -147,10 +178,8 @@ class OpenAIHTTPBackend:
             status, text = await self._post_probe()
             if status < 400:
                 return False
-        raise TargetError(
-            f"probe request to {self._url} failed: HTTP {status}: {_error_message(text[:_ERROR_SNIPPET])}",
-            hint=_hint_for_status(status),
-        )
+        message = self._redact(f"probe request to {self._url} failed: HTTP {status}: {_error_message(text)}")
+        raise TargetError(message[:_ERROR_SNIPPET], hint=_hint_for_status(status))
 
     async def _post_probe(self) -> tuple[int, str]:
         assert self._session is not None
@@ -181,17 +210,36 @@ class OpenAIHTTPBackend:
         return body
 
     async def send(self, spec: RequestSpec, record: RequestRecord) -> None:
+        """Send `spec` (retrying 429/503 up to `retries` times) and fill `record`; never raises for failures."""
         assert self._session is not None, "start() first"
         data = orjson.dumps(self._body(spec))
         record.max_tokens = spec.max_tokens
         record.input_tokens = spec.input_tokens
         record.input_tokens_source = spec.input_tokens_source
-        state = _StreamState(keep_text=record.index < self._keep_text_for or self._counter is not None)
+        keep_text = record.index < self._keep_text_for or self._counter is not None
+        try:
+            for attempt in range(self._retries + 1):
+                state = _StreamState(keep_text)
+                await self._attempt(data, record, state)
+                if attempt == self._retries or not retryable(record):
+                    break
+                await asyncio.sleep(retry_delay_s(state.retry_after, attempt))
+                reset_for_retry(record)
+        finally:
+            if record.error is not None:
+                record.error = self._redact(record.error)[:_ERROR_SNIPPET]
+
+    async def _attempt(self, data: bytes, record: RequestRecord, state: _StreamState) -> None:
+        """One HTTP exchange: every outcome lands in `record` (a Ctrl-C cancellation is re-raised)."""
+        assert self._session is not None
+        deadline = FirstTokenDeadline(self._ttft_timeout_s, record)
+        began = False  # response headers received: a failure now breaks the stream, not the connection
         record.sent_ns = perf_counter_ns()
         try:
             async with self._session.post(self._url, data=data, trace_request_ctx=record) as resp:
+                began = True
                 if resp.status >= 400:
-                    await self._fail_http(resp, record)
+                    await self._fail_http(resp, record, state)
                     return
                 ctype = resp.headers.get("Content-Type", "")
                 if self.stream and ctype.startswith("text/event-stream"):
@@ -199,32 +247,50 @@ class OpenAIHTTPBackend:
                 else:
                     await _read_whole(resp, record, state)
         except asyncio.CancelledError:
+            if deadline.absorb():
+                _fail(record, Status.ERROR, ErrorKind.TTFT_TIMEOUT, f"no first token within {self._ttft_timeout_s:g} s")
+                return
             _fail(record, Status.INCOMPLETE, None, "cancelled before completion")
             raise
         except asyncio.TimeoutError:
             _fail(record, Status.ERROR, ErrorKind.TIMEOUT, f"no complete response within {self._timeout.total:g} s")
             return
         except aiohttp.ClientConnectionError as exc:
-            _fail(record, Status.ERROR, ErrorKind.CONNECT, f"{type(exc).__name__}: {exc}")
+            _fail(record, Status.ERROR, ErrorKind.BROKEN if began else ErrorKind.CONNECT, _describe(exc))
+            return
+        except aiohttp.ClientPayloadError as exc:
+            _fail(record, Status.ERROR, ErrorKind.BROKEN, _describe(exc))
             return
         except aiohttp.ClientError as exc:
-            _fail(record, Status.ERROR, ErrorKind.PROTOCOL, f"{type(exc).__name__}: {exc}")
+            _fail(record, Status.ERROR, ErrorKind.PROTOCOL, _describe(exc))
             return
+        finally:
+            deadline.disarm()
+            _clean_ids(record)
         self._finish(record, state)
 
-    async def _fail_http(self, resp: aiohttp.ClientResponse, record: RequestRecord) -> None:
-        text = (await resp.text(errors="replace"))[:_ERROR_SNIPPET]
+    async def _fail_http(self, resp: aiohttp.ClientResponse, record: RequestRecord, state: _StreamState) -> None:
+        text = await resp.text(errors="replace")
         record.http_status = resp.status
+        state.retry_after = resp.headers.get("Retry-After")
         _fail(record, Status.ERROR, ErrorKind.HTTP, f"HTTP {resp.status}: {_error_message(text)}")
 
     def _finish(self, record: RequestRecord, state: _StreamState) -> None:
+        """Per request, once it ended well: token counts and their sources, sample text."""
+        _clean_ids(record)
         if record.status is not Status.OK:
             return
-        if state.usage_completion is not None:
-            record.output_tokens = state.usage_completion
+        _sanitise(state)
+        text = _joined(state.text) if state.text is not None else None
+        usage = state.usage_completion
+        if usage is not None and usage < len(record.chunk_ns):  # each token chunk carries ≥ 1 token
+            _note(record, Anomaly.USAGE_BELOW_CHUNKS)
+            usage = None
+        if usage is not None:
+            record.output_tokens = usage
             record.output_tokens_source = TokenSource.USAGE
-        elif self._counter is not None and state.text is not None:
-            record.output_tokens = self._counter.count("".join(state.text))
+        elif self._counter is not None and text is not None:
+            record.output_tokens = self._counter.count(text)
             record.output_tokens_source = TokenSource.TOKENIZER
         elif record.chunk_ns:
             record.output_tokens = len(record.chunk_ns)
@@ -232,16 +298,16 @@ class OpenAIHTTPBackend:
         if state.usage_prompt is not None:
             record.input_tokens = state.usage_prompt
             record.input_tokens_source = TokenSource.USAGE
-        if state.text is not None and record.index < self._keep_text_for:
-            record.output_text = "".join(state.text)
-        if state.chunk_usage and len(state.chunk_usage) == len(record.chunk_ns):
+        if text is not None and record.index < self._keep_text_for:
+            record.output_text = text
+        if usage is not None and state.chunk_usage and len(state.chunk_usage) == len(record.chunk_ns):
             record.chunk_tokens = _diffs(state.chunk_usage)
 
 
 class _StreamState:
     """Per-request scratch space while a response streams in."""
 
-    __slots__ = ("text", "usage_completion", "usage_prompt", "chunk_usage", "done")
+    __slots__ = ("text", "usage_completion", "usage_prompt", "chunk_usage", "done", "retry_after")
 
     def __init__(self, keep_text: bool) -> None:
         self.text: list[str] | None = [] if keep_text else None
@@ -249,6 +315,41 @@ class _StreamState:
         self.usage_prompt: int | None = None
         self.chunk_usage: list[int] = []  # cumulative completion_tokens per token chunk, when sent
         self.done = False
+        self.retry_after: str | None = None  # the Retry-After header of an HTTP error answer
+
+
+def _sanitise(state: _StreamState) -> None:
+    """Per request: drop counts of the wrong type a server sent, so records stay well-typed."""
+    state.usage_completion = _count(state.usage_completion)
+    state.usage_prompt = _count(state.usage_prompt)
+    if state.chunk_usage and not all(_count(c) is not None for c in state.chunk_usage):
+        state.chunk_usage = []
+
+
+def _clean_ids(record: RequestRecord) -> None:
+    """Per request: a response id or finish reason that is not a string is dropped or stringified."""
+    if record.response_id is not None and not isinstance(record.response_id, str):
+        record.response_id = None
+    if record.finish_reason is not None and not isinstance(record.finish_reason, str):
+        record.finish_reason = orjson.dumps(record.finish_reason).decode()
+
+
+def _count(value: object) -> int | None:
+    """`value` when it is a token count (an int ≥ 0, not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _joined(parts: list[Any]) -> str:
+    try:
+        return "".join(parts)
+    except TypeError:  # a server sent non-string content
+        return "".join(p if isinstance(p, str) else orjson.dumps(p).decode() for p in parts)
+
+
+def _note(record: RequestRecord, anomaly: Anomaly) -> None:
+    if record.anomalies is None:
+        record.anomalies = []
+    record.anomalies.append(anomaly.value)
 
 
 async def _mark_sent(_session: Any, ctx: SimpleNamespace, _params: Any) -> None:
@@ -258,22 +359,49 @@ async def _mark_sent(_session: Any, ctx: SimpleNamespace, _params: Any) -> None:
 
 
 async def _read_stream(resp: aiohttp.ClientResponse, record: RequestRecord, state: _StreamState) -> None:
+    """Read an SSE body to its end; a server event of the wrong shape fails the request (protocol)."""
     decoder = SSEDecoder()
+    try:
+        now = await _read_events(resp, decoder, record, state)
+    except _SHAPE_ERRORS as exc:
+        _fail(record, Status.ERROR, ErrorKind.PROTOCOL, f"unexpected stream event ({_describe(exc)})")
+        return
+    _end_of_stream(record, state, decoder, now)
+
+
+async def _read_events(
+    resp: aiohttp.ClientResponse, decoder: SSEDecoder, record: RequestRecord, state: _StreamState
+) -> int:
+    """Hand each event to `_on_event` until it says the stream is over; returns the last read's time."""
     now = record.sent_ns
     async for raw in resp.content.iter_any():
         now = perf_counter_ns()
         for data in decoder.feed(raw):
             if _on_event(data, now, record, state):
-                return _end(record, now)
+                return now
     now = perf_counter_ns() if not record.chunk_ns else now
     for data in decoder.close():
         if _on_event(data, now, record, state):
-            return _end(record, now)
-    if not state.done and record.status is Status.OK:
-        if not record.chunk_ns:
-            _fail(record, Status.ERROR, ErrorKind.PROTOCOL, "stream ended without data: [DONE] and without tokens")
-            return
+            return now
+    return now
+
+
+def _end_of_stream(record: RequestRecord, state: _StreamState, decoder: SSEDecoder, now: int) -> None:
+    """Per request, once the body ended: judge how the stream ended."""
+    if record.status is not Status.OK:  # failed by an event (bad JSON, error object)
+        return
     _end(record, now)
+    if decoder.malformed is not None:
+        _fail(record, Status.ERROR, ErrorKind.PROTOCOL, f"malformed SSE line: {decoder.malformed!r}")
+    elif state.done:
+        return
+    elif not record.chunk_ns:
+        _fail(record, Status.ERROR, ErrorKind.PROTOCOL, "stream ended without data: [DONE] and without tokens")
+    elif record.finish_reason is None:
+        _fail(record, Status.ERROR, ErrorKind.BROKEN,
+              f"stream ended after {len(record.chunk_ns)} token chunks without finish_reason or data: [DONE]")
+    else:
+        _note(record, Anomaly.MISSING_DONE)
 
 
 def _end(record: RequestRecord, now: int) -> None:
@@ -289,7 +417,7 @@ def _on_event(data: bytes, now: int, record: RequestRecord, state: _StreamState)
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError:
-        _fail(record, Status.ERROR, ErrorKind.PROTOCOL, f"bad JSON in stream: {data[:80]!r}")
+        _fail(record, Status.ERROR, ErrorKind.PROTOCOL, f"bad JSON in stream: {data[:_RAW_KEEP]!r}")
         record.end_ns = now
         return True
     if not isinstance(obj, dict):
@@ -345,11 +473,20 @@ async def _read_whole(resp: aiohttp.ClientResponse, record: RequestRecord, state
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
-        _fail(record, Status.ERROR, ErrorKind.PROTOCOL, f"response is not JSON: {body[:80]!r}")
+        _fail(record, Status.ERROR, ErrorKind.PROTOCOL, f"response is not JSON: {body[:_RAW_KEEP]!r}")
         return
-    if not isinstance(obj, dict) or "error" in obj or obj.get("object") == "error":
-        _fail(record, Status.ERROR, ErrorKind.STREAM, _stream_error_text(obj if isinstance(obj, dict) else {}))
-        return
+    if not isinstance(obj, dict):
+        _fail(record, Status.ERROR, ErrorKind.PROTOCOL, f"response is not a JSON object: {body[:_RAW_KEEP]!r}")
+    elif "error" in obj or obj.get("object") == "error":
+        _fail(record, Status.ERROR, ErrorKind.STREAM, _stream_error_text(obj))
+    else:
+        try:
+            _take_whole(obj, record, state)
+        except _SHAPE_ERRORS as exc:
+            _fail(record, Status.ERROR, ErrorKind.PROTOCOL, f"unexpected response shape ({_describe(exc)})")
+
+
+def _take_whole(obj: dict[str, Any], record: RequestRecord, state: _StreamState) -> None:
     record.response_id = obj.get("id")
     choices = obj.get("choices") or [{}]
     choice = choices[0]
@@ -382,20 +519,30 @@ def _diffs(cumulative: list[int]) -> list[int]:
 
 
 def _stream_error_text(obj: dict[str, Any]) -> str:
+    """The message of an OpenAI-style error object, on one line (not truncated: redact first)."""
     err = obj.get("error", obj)
     if isinstance(err, dict):
-        return str(err.get("message") or err)[:_ERROR_SNIPPET]
-    return str(err)[:_ERROR_SNIPPET]
+        return _one_line(str(err.get("message") or err))
+    return _one_line(str(err))
 
 
 def _error_message(text: str) -> str:
+    """An HTTP error body as one line: the error object's message when it is JSON."""
     try:
         obj = orjson.loads(text)
     except orjson.JSONDecodeError:
-        return text.strip()
+        return _one_line(text)
     if isinstance(obj, dict):
         return _stream_error_text(obj)
-    return text.strip()
+    return _one_line(text)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _describe(exc: BaseException) -> str:
+    return _one_line(f"{type(exc).__name__}: {exc}")
 
 
 def _hint_for_status(status: int) -> str:

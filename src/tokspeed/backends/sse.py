@@ -5,6 +5,8 @@ CR (a CR at the end of one network read may be the first half of a CRLF);
 `:` lines are comments (keep-alives) and are dropped; several `data:` lines
 of one event are joined with LF; a blank line ends an event; other fields
 (`event:`, `id:`, `retry:`) are ignored except that the event type is kept.
+A line naming no SSE field at all (the spec says: ignore it) is remembered in
+`malformed`, so a client can tell that data was lost rather than guess.
 Events may be split across reads and one read may hold many events.
 
 This sits on the per-token path, so it works on bytes and allocates little.
@@ -16,6 +18,8 @@ from dataclasses import dataclass, field
 
 _DATA = b"data"
 _EVENT = b"event"
+_IGNORED_FIELDS = (b"id", b"retry")
+MALFORMED_KEEP = 80  # bytes of the first malformed line kept for the error message
 
 
 @dataclass(slots=True)
@@ -24,6 +28,8 @@ class SSEDecoder:
 
     `feed` returns a list of payloads (bytes). `last_event_type` holds the
     `event:` field of the most recent dispatched event (b"" when none).
+    `malformed` holds the start of the first line that was neither a comment
+    nor a `data`/`event`/`id`/`retry` field (None when there was none).
     """
 
     _tail: bytes = b""
@@ -31,6 +37,7 @@ class SSEDecoder:
     _data: list[bytes] = field(default_factory=list)
     _event: bytes = b""
     last_event_type: bytes = b""
+    malformed: bytes | None = None
 
     def feed(self, chunk: bytes) -> list[bytes]:
         if not (self._tail or self._data or self._after_cr) and chunk.endswith(b"\n\n") and b"\r" not in chunk:
@@ -85,3 +92,5 @@ class SSEDecoder:
             self._data.append(value)
         elif name == _EVENT:
             self._event = value
+        elif name not in _IGNORED_FIELDS and self.malformed is None:
+            self.malformed = line[:MALFORMED_KEEP]

@@ -9,9 +9,12 @@ EXIT_OK, EXIT_FAIL, EXIT_SLO, EXIT_INTERRUPTED = 0, 1, 3, 130
 
 
 def exit_code_for(outcome: RunOutcome, cfg: RunConfig) -> int:
-    """130 interrupted; 1 when no request completed; 3 when an SLO was breached; else 0."""
+    """130 interrupted; 1 when the run failed (--max-error-rate, target lost) or no request
+    completed; 3 when an SLO was breached; else 0."""
     if outcome.interrupted:
         return EXIT_INTERRUPTED
+    if outcome.result.status == "failed":
+        return EXIT_FAIL
     summary = outcome.result.benchmarks[0].summary if outcome.result.benchmarks else None
     if summary is None or summary.requests.completed == 0:
         return EXIT_FAIL

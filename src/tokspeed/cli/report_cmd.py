@@ -1,9 +1,13 @@
-"""`tokspeed report DIR`: re-render a saved run from disk (run.json, or requests.jsonl alone)."""
+"""`tokspeed report DIR`: re-render a saved run from disk (run.json, or requests.jsonl alone).
+
+Also exports it (`--html`, `--markdown`, `--csv`, `--csv-summary`; see
+`tokspeed.cli.report_exports`) and gates it (`--fail-if`, exit 3 when breached).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import orjson
 import typer
@@ -12,22 +16,39 @@ HELP = """Re-render the summary of a saved run.
 
 Reads DIR/run.json; if it is missing (a crashed run), rebuilds the summary
 from DIR/requests.jsonl alone.
+
+Examples:
+
+  tokspeed report runs/a --html runs/a/report.html
+
+  tokspeed report runs/a --markdown -
+
+  tokspeed report runs/a --csv runs/a/requests.csv --fail-if 'ttft_p99_ms>500'
 """
 
 
 def report(
     directory: Annotated[Path, typer.Argument(help="A results directory written by `tokspeed run --out`.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the run's summaries as JSON instead of tables.")] = False,
+    html: Annotated[Optional[str], typer.Option("--html", metavar="FILE", help="Write a self-contained HTML report (charts work offline; needs the 'report' extra).")] = None,
+    markdown: Annotated[Optional[str], typer.Option("--markdown", metavar="FILE|-", help="Write a markdown summary for PRs and issues (- for stdout).")] = None,
+    csv: Annotated[Optional[str], typer.Option("--csv", metavar="FILE|-", help="Write one CSV row per request, in ms and tokens (- for stdout).")] = None,
+    csv_summary: Annotated[Optional[str], typer.Option("--csv-summary", metavar="FILE|-", help="Write one CSV row per benchmark, the run.json metric names as columns (- for stdout).")] = None,
+    fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", metavar="EXPR", help="Exit 3 when the run breaches a limit, e.g. 'ttft_p99_ms>500' or 'error_rate>0.01' (repeatable; absolute).")] = None,
 ) -> int:
     from rich.console import Console
 
+    from tokspeed.cli.report_exports import ReportPlan
     from tokspeed.reports.summary_text import render_result
     from tokspeed.results import load_run
 
-    result, _records = load_run(directory)
+    plan = ReportPlan.prepare(
+        {"--html": html, "--markdown": markdown, "--csv": csv, "--csv-summary": csv_summary}, fail_if or (), stdout_taken=json_out
+    )
+    result, records = load_run(directory)
     if json_out:
         data = [{"name": b.name, "profile": b.profile, "summary": b.summary.model_dump(mode="json")} for b in result.benchmarks]
         print(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
-        return 0
-    Console(highlight=False).print(render_result(result))
-    return 0
+    elif not plan.exporting:
+        Console(highlight=False).print(render_result(result))
+    return plan.finish(result, records, directory, stdout_taken=json_out)

@@ -12,18 +12,26 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 import typer
 
+from tokspeed.backends.engine_options import EngineOptions
+from tokspeed.cli import engine_flags as ef
 from tokspeed.config import Api, Arrival, RunConfig, config_from_sources, parse_duration
 from tokspeed.errors import ConfigError
 
-HELP = """Benchmark a server (or, later, the embedded default model).
+HELP = """Benchmark a server, or with no --target a small model on this CPU (the embedded default).
 
 Examples:
+
+  tokspeed run                                  # the embedded default: no server, nothing to download
 
   tokspeed run --target http://127.0.0.1:8000/v1 --concurrency 8 --requests 200
 
   tokspeed run --target http://127.0.0.1:8000/v1 --rate 4 --arrival poisson --duration 60s --slo 'ttft_p99_ms<=500'
 
   tokspeed run --scenario bench.yaml --out runs/today
+
+  tokspeed run --target hf:./my-model --dtype bf16            # a local transformers model, in-process
+
+  tokspeed run --target vllm:./Qwen2-7B-Instruct-AWQ --dataset prompts.json --iterations 3   # the seed's script
 """
 
 TARGET = "Target"
@@ -38,7 +46,7 @@ def _opt(*names: str, help: str, panel: str, envvar: str | None = None, **kw: An
 
 
 def run(
-    target: Annotated[Optional[str], _opt("--target", "-t", help="Server base URL ending in /v1, e.g. http://127.0.0.1:8000/v1.", panel=TARGET, envvar="TOKSPEED_TARGET")] = None,
+    target: Annotated[Optional[str], _opt("--target", "-t", help="Server base URL ending in /v1, e.g. http://127.0.0.1:8000/v1; embedded[:tiny|:small]; or an in-process engine on a local model directory: hf:PATH (transformers), vllm:PATH (vLLM's offline LLM). [default: the embedded model on this CPU]", panel=TARGET, envvar="TOKSPEED_TARGET")] = None,
     api: Annotated[Optional[Api], _opt("--api", help="Endpoint: chat (/v1/chat/completions) or completions (/v1/completions). [default: chat]", panel=TARGET)] = None,
     no_stream: Annotated[bool, _opt("--no-stream", help="Ask for whole responses (no TTFT/ITL; E2E only).", panel=TARGET)] = False,
     model: Annotated[Optional[str], _opt("--model", "-m", help="Model name. [default: first of GET /v1/models]", panel=TARGET)] = None,
@@ -46,6 +54,8 @@ def run(
     header: Annotated[Optional[list[str]], _opt("--header", "-H", help="Extra HTTP header 'Name: value' (repeatable).", panel=TARGET)] = None,
     extra_body: Annotated[Optional[str], _opt("--extra-body", help="JSON object merged into every request body, e.g. '{\"ignore_eos\": true}'.", panel=TARGET)] = None,
     timeout: Annotated[Optional[str], _opt("--timeout", help="Per-request timeout (30s, 5m). [default: 600s]", panel=TARGET)] = None,
+    ttft_timeout: Annotated[Optional[str], _opt("--ttft-timeout", help="Fail a streamed request with no first token after this long (10s). [default: off]", panel=TARGET)] = None,
+    retries: Annotated[Optional[int], _opt("--retries", help="Retry HTTP 429/503 answers up to N times, waiting Retry-After (at most 30 s). [default: 0; a retry hides what the server did]", panel=TARGET, min=0)] = None,
     no_usage: Annotated[bool, _opt("--no-usage", help="Do not send stream_options.include_usage (count tokens by tokenizer or chunks).", panel=TARGET)] = False,
     max_tokens: Annotated[Optional[str], _opt("--max-tokens", "--output-tokens", help="max_tokens per request: N, uniform:a,b, normal:mean,sd, or 'dataset'. [default: 256]", panel=SAMPLE)] = None,
     temperature: Annotated[Optional[float], _opt("--temperature", help="Sampling temperature (sent only when given).", panel=SAMPLE)] = None,
@@ -64,6 +74,7 @@ def run(
     requests: Annotated[Optional[int], _opt("--requests", "-n", help="Measured requests per iteration. [default: 100, or unlimited with --duration]", panel=LOAD, min=1)] = None,
     duration: Annotated[Optional[str], _opt("--duration", help="Stop starting requests after this long per iteration (30s, 5m).", panel=LOAD)] = None,
     warmup: Annotated[Optional[int], _opt("--warmup", help="Warm-up requests before measuring, excluded from statistics. [default: one per stream, at most 256]", panel=LOAD, min=0)] = None,
+    max_error_rate: Annotated[Optional[float], _opt("--max-error-rate", help="Stop the run (exit 1) once more than this fraction of measured requests failed, judged from the 20th on, e.g. 0.05. [default: off]", panel=LOAD)] = None,
     iterations: Annotated[Optional[int], _opt("--iterations", "-i", help="Repeat the measurement K times (after one warm-up) and report spread. [default: 1]", panel=LOAD, min=1)] = None,
     slo: Annotated[Optional[list[str]], _opt("--slo", help="Objective, repeatable: 'ttft_p99_ms<=500' (percentile) or 'tpot_ms<=50' (per request; goodput).", panel=OUT)] = None,
     out: Annotated[Optional[Path], _opt("--out", "-o", help="Results directory. [default: runs/<date-time>]", panel=OUT)] = None,
@@ -71,7 +82,26 @@ def run(
     scenario: Annotated[Optional[Path], _opt("--scenario", help="YAML file with any of these options (flags win).", panel=OUT)] = None,
     quiet: Annotated[bool, _opt("--quiet", "-q", help="Print only the results directory and SLO verdicts.", panel=OUT)] = False,
     plain: Annotated[bool, _opt("--plain", help="No live view or colour: plain lines, for CI logs.", panel=OUT)] = False,
+    html: Annotated[Optional[Path], _opt("--html", help="Also write a self-contained HTML report to FILE at the end (also when interrupted; needs the 'report' extra).", panel=OUT, metavar="FILE")] = None,
+    dtype: ef.Dtype = None,
+    device: ef.Device = None,
+    trust_remote_code: ef.TrustRemoteCode = False,
+    engine_arg: ef.EngineArg = None,
+    tensor_parallel_size: ef.TensorParallel = None,
+    gpu_memory_utilization: ef.GpuMemory = None,
+    max_num_seqs: ef.MaxNumSeqs = None,
+    max_model_len: ef.MaxModelLen = None,
+    enforce_eager: ef.EnforceEager = False,
+    quantization: ef.Quantization = None,
+    kv_cache_dtype: ef.KvCacheDtype = None,
+    load_format: ef.LoadFormat = None,
 ) -> int:
+    engine = ef.engine_options(
+        dtype=dtype, device=device, trust_remote_code=trust_remote_code, engine_arg=engine_arg,
+        tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs, max_model_len=max_model_len, enforce_eager=enforce_eager,
+        quantization=quantization, kv_cache_dtype=kv_cache_dtype, load_format=load_format,
+    )
     profile = _profile(synchronous, concurrency, rate, max_concurrency)
     overrides: dict[str, Any] = {
         "target": _normalise_target(target) if target else None,
@@ -82,6 +112,8 @@ def run(
         "headers": _headers(header) if header else None,
         "extra_body": _json_object(extra_body) if extra_body else None,
         "timeout_s": parse_duration(timeout) if timeout else None,
+        "ttft_timeout_s": parse_duration(ttft_timeout) if ttft_timeout else None,
+        "retries": retries,
         "include_usage": False if no_usage else None,
         "output_tokens": max_tokens,
         "temperature": temperature,
@@ -101,35 +133,50 @@ def run(
         "duration_s": parse_duration(duration) if duration else None,
         "warmup": warmup,
         "iterations": iterations,
+        "max_error_rate": max_error_rate,
         "slo": slo or None,
         "out": out,
     }
     cfg = config_from_sources(scenario, overrides)
     if input_tokens and dataset is None and cfg.dataset == "builtin":
         cfg = cfg.model_copy(update={"dataset": "synthetic"})
-    return execute(cfg, quiet=quiet, plain=plain, overwrite=overwrite)
+    return execute(cfg, quiet=quiet, plain=plain, overwrite=overwrite, html=html, engine=engine)
 
 
-def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwrite: bool = False) -> int:
+def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwrite: bool = False, html: Path | None = None,
+            engine: EngineOptions | None = None) -> int:
     """Run a validated config with console output; returns the exit code."""
     from tokspeed.cli.exit_codes import exit_code_for
+    from tokspeed.cli.fdlimit import ensure_fd_limit
+    from tokspeed.cli.report_exports import prepare_run_html, write_run_html
     from tokspeed.cli.session import build_backend, build_workload
     from tokspeed.reports.console import Console
     from tokspeed.runner.run import execute_run
+    from tokspeed.backends.embedded.defaults import describe_plan, embedded_defaults, is_embedded_target
+    from tokspeed.backends.local_target import engine_kind
+    from tokspeed.backends.vllm_offline.defaults import describe_offline, offline_defaults
 
-    if cfg.target is None:
-        raise ConfigError(
-            "no --target given, and the embedded default model is not available in this version",
-            hint="start a server (or `tokspeed sim --port 8001 &`) and pass --target http://127.0.0.1:8001/v1",
-        )
+    embedded = is_embedded_target(cfg.target)  # no --target: the embedded model on this CPU
+    if embedded:
+        cfg = embedded_defaults(cfg)
+    ensure_fd_limit(cfg.streams)
     out_dir = cfg.out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
+    html_plan = prepare_run_html(html)  # a bad path or a missing extra fails before the run
     workload = build_workload(cfg)
-    backend = build_backend(cfg, workload)
+    offline_vllm = engine_kind(cfg.target) == "vllm"
+    if offline_vllm:  # the seed's offline throughput run unless a load profile was given
+        cfg = offline_defaults(cfg, workload.describe())
+    backend = build_backend(cfg, workload, engine)
     console = Console(quiet=quiet, plain=plain)
     console.starting(cfg, out_dir)
+    if embedded and not quiet:
+        console.out.print(f"Measuring the {describe_plan(cfg)}")
+    if offline_vllm and not quiet:
+        console.out.print(f"Measuring {describe_offline(cfg)}")
     with console.live(cfg) as observer:
         outcome = _run_async(execute_run(cfg, backend, workload, out_dir, observer, overwrite=overwrite))
     console.final(outcome)
+    write_run_html(html_plan, outcome.result, outcome.records, outcome.directory)
     return exit_code_for(outcome, cfg)
 
 
@@ -173,11 +220,23 @@ def _profile(synchronous: bool, concurrency: int | None, rate: float | None, cap
 
 
 def _normalise_target(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    from tokspeed.backends.embedded.defaults import is_embedded_target, normalise_embedded_target
+
+    from tokspeed.backends.local_target import engine_kind, normalise_engine_target
+
+    if is_embedded_target(url):
+        return normalise_embedded_target(url)
+    if engine_kind(url) is not None:
+        return normalise_engine_target(url)
+    try:
+        parts = urlsplit(url)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port or 1) > 0
+    except ValueError:  # "http://[::1/v1", "http://host:port/v1", a port past 65535
+        valid = False
+    if not valid:
         raise ConfigError(
             f"--target {url!r} is not an http(s) URL",
-            hint="use e.g. --target http://127.0.0.1:8000/v1",
+            hint="use e.g. --target http://127.0.0.1:8000/v1, or hf:PATH / vllm:PATH for a local model directory",
         )
     path = parts.path.rstrip("/")
     if path == "":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tokspeed.backends.base import Backend
+from tokspeed.backends.engine_options import EngineOptions
 from tokspeed.backends.openai_http import OpenAIHTTPBackend
 from tokspeed.config import SAMPLE_OUTPUTS, RunConfig
 from tokspeed.workload import Workload, load_workload
@@ -19,7 +21,16 @@ def build_workload(cfg: RunConfig) -> Workload:
     )
 
 
-def build_backend(cfg: RunConfig, workload: Workload) -> OpenAIHTTPBackend:
+def build_backend(cfg: RunConfig, workload: Workload, engine: EngineOptions | None = None) -> Backend:
+    from tokspeed.backends.embedded.defaults import is_embedded_target
+    from tokspeed.backends.local_target import engine_kind
+
+    kind = engine_kind(cfg.target)
+    (engine or EngineOptions()).check(kind)  # an engine flag given to a target that does not take it
+    if kind is not None:
+        return _engine_backend(cfg, kind, engine or EngineOptions())
+    if is_embedded_target(cfg.target):
+        return _embedded_backend(cfg)
     assert cfg.target is not None
     return OpenAIHTTPBackend(
         cfg.target,
@@ -32,7 +43,38 @@ def build_backend(cfg: RunConfig, workload: Workload) -> OpenAIHTTPBackend:
         sampling={"temperature": cfg.temperature, "top_p": cfg.top_p, "stop": cfg.stop},
         include_usage=cfg.include_usage,
         timeout_s=cfg.timeout_s,
+        ttft_timeout_s=cfg.ttft_timeout_s,
+        retries=cfg.retries,
         pool_size=cfg.streams,
         counter=load_counter(cfg.tokenizer) if cfg.tokenizer else None,
         keep_text_for=SAMPLE_OUTPUTS,
     )
+
+
+def _embedded_backend(cfg: RunConfig) -> Backend:
+    """The in-process random-weight model (needs the `embedded` extra; ConfigError with a hint if absent)."""
+    from tokspeed.backends.embedded import EmbeddedBackend, embedded_size
+
+    return EmbeddedBackend(
+        embedded_size(cfg.target),
+        api=cfg.api.value,
+        sampling={"temperature": cfg.temperature, "top_p": cfg.top_p},
+        keep_text_for=SAMPLE_OUTPUTS,
+    )
+
+
+def _engine_backend(cfg: RunConfig, kind: str, engine: EngineOptions) -> Backend:
+    """An in-process engine on a local model directory: hf:PATH (transformers) or vllm:PATH (vLLM's LLM)."""
+    from tokspeed.backends.local_target import engine_path
+
+    path = engine_path(cfg.target or "")
+    sampling = {"temperature": cfg.temperature, "top_p": cfg.top_p, "stop": cfg.stop}
+    if kind == "hf":
+        from tokspeed.backends.hf import HFBackend
+
+        return HFBackend(path, api=cfg.api.value, options=engine, sampling=sampling, extra_body=cfg.extra_body,
+                         keep_text_for=SAMPLE_OUTPUTS)
+    from tokspeed.backends.vllm_offline import VLLMBackend
+
+    return VLLMBackend(path, api=cfg.api.value, stream=cfg.stream, options=engine, sampling=sampling,
+                       extra_body=cfg.extra_body, seed=cfg.seed, keep_text_for=SAMPLE_OUTPUTS)

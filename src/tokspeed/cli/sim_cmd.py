@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -16,6 +16,27 @@ timings are appended to a JSON-lines file, the ground truth tokspeed's tests use
   tokspeed sim --port 8001 --ttft-ms 50 --itl-ms 10 &
 
   tokspeed run --target http://127.0.0.1:8001/v1 --concurrency 8
+
+Fault injection (--fault NAME=P, repeatable): each generation request has
+probability P of fault NAME, drawn from --seed; at most one fault per request
+(the P's add up to at most 1); the log's `fault` field says which it got.
+
+  http_429, http_503   status with Retry-After: --retry-after
+  http_500             status with an error body
+  reset                connection aborted before any response byte
+  slow_headers         response starts --slow-headers-ms late
+  disconnect           connection closed mid-stream
+  malformed_sse        a line that is no SSE field, mid-stream
+  invalid_json         a data event with cut-off JSON, mid-stream
+  error_event          an error object mid-stream, then the end
+  stall                --stall-ms of silence mid-stream
+  no_done              the stream ends without data: [DONE]
+  bad_usage            usage reports half the tokens sent
+
+Mid-stream faults strike after --fault-after-chunks token chunks. Stream
+faults spare non-streamed requests.
+
+  tokspeed sim --fault http_429=0.05 --fault disconnect=0.02 --seed 7
 """
 
 
@@ -35,10 +56,28 @@ def sim(
     crlf: Annotated[bool, typer.Option("--crlf", help="End SSE lines with CRLF.")] = False,
     model: Annotated[str, typer.Option("--model", help="Model name served.")] = "tokspeed-sim",
     log: Annotated[Optional[Path], typer.Option("--log", help="Append each request's true timings (JSON lines) here.")] = None,
+    api_key: Annotated[Optional[str], typer.Option("--api-key", help="Require 'Authorization: Bearer KEY' on /v1 (401 without it, 403 if wrong).")] = None,
+    leaky_errors: Annotated[bool, typer.Option("--leaky-errors", help="Error messages echo the request's Authorization header (to test that clients redact it).")] = False,
+    fault: Annotated[Optional[list[str]], typer.Option("--fault", help="NAME=P: give each request probability P of fault NAME (repeatable; see above).", rich_help_panel="Faults")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the fault draws.", rich_help_panel="Faults")] = 0,
+    clean_requests: Annotated[int, typer.Option("--clean-requests", help="Serve the first N generation requests without faults (e.g. a client's probe).", min=0, rich_help_panel="Faults")] = 0,
+    fault_after_chunks: Annotated[int, typer.Option("--fault-after-chunks", help="Mid-stream faults strike after this many token chunks.", min=0, rich_help_panel="Faults")] = 2,
+    retry_after: Annotated[int, typer.Option("--retry-after", help="Retry-After of http_429 and http_503, seconds.", min=0, rich_help_panel="Faults")] = 1,
+    stall_ms: Annotated[float, typer.Option("--stall-ms", help="How long the stall fault sends nothing, ms.", min=0, rich_help_panel="Faults")] = 1000.0,
+    slow_headers_ms: Annotated[float, typer.Option("--slow-headers-ms", help="How late the slow_headers fault starts the response, ms.", min=0, rich_help_panel="Faults")] = 1000.0,
 ) -> int:
-    from tokspeed.sim import SimConfig, run_server
+    from pydantic import ValidationError
 
-    cfg = SimConfig(
+    from tokspeed.cli.fdlimit import raise_fd_limit
+    from tokspeed.errors import ConfigError
+    from tokspeed.sim import SimConfig, run_server
+    from tokspeed.sim.faults import parse_fault
+
+    try:
+        faults = dict(parse_fault(f) for f in fault or ())
+    except ValueError as exc:
+        raise ConfigError(f"--fault: {exc}", hint="use NAME=P with P between 0 and 1, e.g. --fault http_429=0.1") from exc
+    options: dict[str, Any] = dict(
         ttft_ms=ttft_ms,
         itl_ms=itl_ms,
         per_prompt_token_us=per_prompt_token_us,
@@ -52,6 +91,22 @@ def sim(
         crlf=crlf,
         model=model,
         log_path=log,
+        api_key=api_key,
+        leaky_errors=leaky_errors,
+        faults=faults,
+        seed=seed,
+        clean_requests=clean_requests,
+        fault_after_chunks=fault_after_chunks,
+        retry_after_s=retry_after,
+        stall_ms=stall_ms,
+        slow_headers_ms=slow_headers_ms,
     )
+    try:
+        cfg = SimConfig(**options)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "option"
+        raise ConfigError(f"invalid {where}: {first.get('msg')}", hint="see `tokspeed sim --help`") from exc
+    raise_fd_limit()  # a server accepts as many connections as its clients open
     run_server(cfg, host=host, port=port)
     return 0

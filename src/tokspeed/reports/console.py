@@ -47,7 +47,8 @@ class Progress:
     def target_ready(self, info: TargetInfo) -> None:
         if self.echo is not None:
             notes = "".join(f"\n  note: {n}" for n in info.notes)
-            self.echo.print(f"Target ready: model {info.model} at {info.url}{notes}", highlight=False)
+            where = info.url or "in-process"
+            self.echo.print(f"Target ready: model {info.model} at {where}{notes}", highlight=False)
 
     def phase_started(self, label: str, phase: Phase) -> None:
         self.label, self.phase = label, phase

@@ -45,7 +45,7 @@ def header_lines(result: RunResult) -> list[str]:
         version = f" ({t['server_version']})" if t.get("server_version") else ""
         usage = "usage" if t.get("include_usage") else "no usage"
         mode = "stream" if t.get("stream") else "no stream"
-        lines.append(f"Target    {t.get('url')}  model {t.get('model')}{version}  ·  {t.get('api')}, {mode}, {usage}")
+        lines.append(f"Target    {t.get('url') or 'in-process (' + str(t.get('kind')) + ')'}  model {t.get('model')}{version}  ·  {t.get('api')}, {mode}, {usage}")
     if w:
         lines.append(f"Workload  {_describe_workload(w)}")
     if cfg:
@@ -59,8 +59,6 @@ def _describe_workload(w: dict[str, Any]) -> str:
         parts.append(f"{w['items']} prompts")
     if w.get("output_tokens") is not None:
         parts.append(f"max_tokens {w['output_tokens']}")
-    if w.get("input_tokens_source"):
-        parts.append(f"input counted by {w['input_tokens_source']}")
     return ", ".join(parts)
 
 
@@ -125,6 +123,10 @@ def _same(a: Distribution, b: Distribution) -> bool:
     return a.count == b.count and a.mean == b.mean
 
 
+def _sources(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} ({v})" for k, v in sorted(counts.items())) or "—"
+
+
 def totals_lines(bench: Benchmark) -> list[str]:
     s = bench.summary
     r, t = s.requests, s.throughput
@@ -134,6 +136,8 @@ def totals_lines(bench: Benchmark) -> list[str]:
         f"Throughput  {fmt(t.requests_per_s)} req/s · {fmt(t.output_tokens_per_s)} output tok/s · "
         f"{fmt(t.total_tokens_per_s)} total tok/s  (window {fmt(s.window_s)} s)",
     ]
+    if s.tokens.output_sources or s.tokens.input_sources:
+        lines.append(f"Tokens counted by  input: {_sources(s.tokens.input_sources)} · output: {_sources(s.tokens.output_sources)}")
     if s.goodput is not None:
         g = s.goodput
         lines.append(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from tokspeed.config import RunConfig
-from tokspeed.records import RequestRecord, TokenSource
+from tokspeed.records import Anomaly, RequestRecord, TokenSource
 from tokspeed.results import Benchmark
 
 LATENESS_WARN_MS = 10.0
@@ -78,6 +78,36 @@ def _chunk_counted(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -
     return None
 
 
+def _retried(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
+    retried = [r.retries for r in records if r.retries and not r.warmup]
+    if not retried:
+        return None
+    return (
+        f"{len(retried)} requests were retried after HTTP 429/503 ({sum(retried)} retries): the server was "
+        "shedding load; their send lateness includes the waits (times are the final attempt's)"
+    )
+
+
+_ANOMALY_TEXT = {
+    Anomaly.MISSING_DONE.value: "streams ended without data: [DONE] (after their finish_reason; counted as ok)",
+    Anomaly.USAGE_BELOW_CHUNKS.value: (
+        "responses reported usage.completion_tokens below their token-bearing chunk count: "
+        "usage ignored for them, output tokens counted another way"
+    ),
+}
+
+
+def _anomalies(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
+    counts: dict[str, int] = {}
+    for r in records:
+        if r.anomalies and not r.warmup:
+            for a in r.anomalies:
+                counts[a] = counts.get(a, 0) + 1
+    if not counts:
+        return None
+    return "; ".join(f"{n} {_ANOMALY_TEXT.get(a, a)}" for a, n in sorted(counts.items()))
+
+
 def _unstable(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
     a = b.across_iterations
     if a is None or a.verdict != "unstable":
@@ -85,7 +115,9 @@ def _unstable(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str
     return a.message
 
 
-CHECKS: tuple[Check, ...] = (_errors, _too_few, _late, _ignored_max_tokens, _early_stops, _chunk_counted, _unstable)
+CHECKS: tuple[Check, ...] = (
+    _errors, _too_few, _late, _ignored_max_tokens, _early_stops, _chunk_counted, _retried, _anomalies, _unstable,
+)
 
 
 def measurement_warnings(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> list[str]:

@@ -24,6 +24,7 @@ from tokspeed.records import RequestRecord
 from tokspeed.results import ResultsWriter, RunResult, Sample, build_benchmark, now_iso
 from tokspeed.runner.checks import measurement_warnings
 from tokspeed.runner.executor import Phase, SpecSource, run_phase
+from tokspeed.runner.guard import ErrorRateGuard, RunStopped, run_guarded, target_lost
 
 WARMUP_INDEX_BASE = 1_000_000_000  # warm-up requests use spec indices from here on
 SAMPLE_CHARS = 2000
@@ -116,7 +117,8 @@ async def execute_run(
     """Run everything the config asks for; returns even when interrupted (status says so).
 
     A TokspeedError raised by the backend's start (target unreachable, ...) is
-    re-raised after run.json records the failure.
+    re-raised after run.json records the failure. A run stopped by `--max-error-rate`,
+    or whose target stopped answering, ends with status "failed" and the reason in `error`.
     """
     obs = observer or NullObserver()
     writer = ResultsWriter(out_dir, epoch_offset_ns=time.time_ns() - time.perf_counter_ns(), overwrite=overwrite)
@@ -129,11 +131,14 @@ async def execute_run(
     )
     writer.write_run(result)
     records: list[RequestRecord] = []
+    guard = ErrorRateGuard(cfg.max_error_rate)
+    notes: list[str] = []
 
     def on_record(record: RequestRecord) -> None:
         writer.append(record)
         records.append(record)
         obs.record(record)
+        guard.record(record)
 
     plan = plan_from_config(cfg)
     try:
@@ -143,9 +148,12 @@ async def execute_run(
         obs.target_ready(info)
         for phase in phases_from_config(cfg):
             obs.phase_started(plan.label(), phase)
-            await run_phase(plan, phase, backend, workload, on_record, obs.started)
+            await run_guarded(run_phase(plan, phase, backend, workload, on_record, obs.started), guard)
             obs.phase_finished(phase)
         result.status = "complete"
+    except RunStopped as exc:
+        result.status, result.error = "failed", str(exc)
+        notes.append(f"the run {exc}; its summary covers only the requests that finished before")
     except asyncio.CancelledError:
         result.status = "interrupted"
     except TokspeedError as exc:
@@ -153,7 +161,7 @@ async def execute_run(
         raise
     finally:
         result.samples = collect_samples(records, workload)
-        _finish(result, cfg, plan, records, writer)
+        _finish(result, cfg, plan, records, writer, notes)
         await backend.close()
     return RunOutcome(result=result, records=records, directory=out_dir)
 
@@ -170,13 +178,20 @@ def collect_samples(records: list[RequestRecord], workload: SpecSource, limit: i
 
 
 def _finish(
-    result: RunResult, cfg: RunConfig, plan: LoadPlan, records: list[RequestRecord], writer: ResultsWriter
+    result: RunResult,
+    cfg: RunConfig,
+    plan: LoadPlan,
+    records: list[RequestRecord],
+    writer: ResultsWriter,
+    notes: list[str],
 ) -> None:
     bench = build_benchmark(plan.label(), plan.describe(), records, cfg.slos)
     result.benchmarks = [bench]
-    result.warnings = measurement_warnings(bench, cfg, records)
+    result.warnings = measurement_warnings(bench, cfg, records) + notes
     if result.status == "running":
         result.status = "failed"
+    if result.status == "complete" and (lost := target_lost(records)) is not None:
+        result.status, result.error = "failed", lost
     result.finished_at = now_iso()
     writer.write_run(result)
     writer.close()

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tokspeed.sim.faults import Fault, check_rates
 
 
 class SimConfig(BaseModel):
@@ -36,6 +38,26 @@ class SimConfig(BaseModel):
     crlf: bool = Field(default=False, description="end SSE lines with \\r\\n instead of \\n")
     model: str = Field(default="tokspeed-sim", min_length=1, description="model name served")
     log_path: Path | None = Field(default=None, description="append one JSON line per finished request here")
+    api_key: str | None = Field(
+        default=None, min_length=1, description="require 'Authorization: Bearer KEY' on /v1 (401 without, 403 if wrong)"
+    )
+    leaky_errors: bool = Field(
+        default=False, description="error messages echo the request's Authorization header (tests client redaction)"
+    )
+    # fault injection (see sim/faults.py)
+    faults: dict[Fault, float] = Field(default_factory=dict, description="per-request probability of each fault")
+    seed: int = Field(default=0, description="seeds the fault draws")
+    clean_requests: int = Field(default=0, ge=0, description="the first N generation requests get no fault")
+    fault_after_chunks: int = Field(default=2, ge=0, description="mid-stream faults strike after this many token chunks")
+    retry_after_s: int = Field(default=1, ge=0, description="Retry-After header of http_429 and http_503, seconds")
+    stall_ms: float = Field(default=1000.0, ge=0, description="how long the stall fault sends nothing, ms")
+    slow_headers_ms: float = Field(default=1000.0, ge=0, description="how late slow_headers starts the response, ms")
+
+    @field_validator("faults")
+    @classmethod
+    def _check_faults(cls, v: dict[Fault, float]) -> dict[Fault, float]:
+        check_rates(v)
+        return v
 
 
 def describe(cfg: SimConfig) -> str:
@@ -59,6 +81,11 @@ def describe(cfg: SimConfig) -> str:
         if on
     ]
     parts.extend(flags)
+    if cfg.api_key is not None:
+        parts.append("api key required")
+    if cfg.faults:
+        faults = " ".join(f"{f.value}={p:g}" for f, p in cfg.faults.items())
+        parts.append(f"faults {faults} (seed {cfg.seed})")
     if cfg.log_path is not None:
         parts.append(f"log {cfg.log_path}")
     return ", ".join(parts)

@@ -22,6 +22,7 @@ class SimStatus(str, Enum):
     DISCONNECTED = "disconnected"  # the client went away mid-response
     CANCELLED = "cancelled"  # the server stopped it (shutdown)
     REJECTED = "rejected"  # answered with an HTTP error (see http_status, error)
+    ABORTED = "aborted"  # the server cut the response short on purpose (see fault)
 
 
 @dataclass(slots=True)
@@ -54,6 +55,7 @@ class LogEntry:
     status: SimStatus = SimStatus.OK
     http_status: int = 200
     error: str | None = None
+    fault: str | None = None  # the injected fault (sim/faults.py), when one was applied
 
 
 class SimLog:

@@ -18,13 +18,14 @@ ApiName = Literal["completions", "chat"]
 
 
 class RequestError(Exception):
-    """A request the simulator refuses; rendered as an OpenAI-style 400 error."""
+    """A request the simulator refuses; rendered as an OpenAI-style error (400 unless `status` says)."""
 
-    def __init__(self, message: str, code: str, param: str | None = None) -> None:
+    def __init__(self, message: str, code: str, param: str | None = None, status: int = 400) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
         self.param = param
+        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,7 @@ class SimRequest:
     include_usage: bool
     max_tokens: int | None  # max_tokens, else max_completion_tokens, else None
     prompt_tokens: int
+    model: object = None  # the body's `model`, as sent
 
 
 def parse_request(api: ApiName, raw: bytes) -> SimRequest:
@@ -53,6 +55,7 @@ def parse_request(api: ApiName, raw: bytes) -> SimRequest:
         include_usage=bool(stream_options and stream_options.get("include_usage")),
         max_tokens=_max_tokens(body),
         prompt_tokens=prompt_tokens,
+        model=body.get("model"),
     )
 
 

@@ -13,8 +13,10 @@ from collections.abc import Coroutine
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from tokspeed.sim.arrival import arrival_middleware, use_arrival_stamps
+from tokspeed.sim.auth import auth_middleware
 from tokspeed.sim.config import SimConfig, describe
 from tokspeed.sim.service import SHUTDOWN_GRACE_S, SimService
 
@@ -24,7 +26,10 @@ MAX_BODY_BYTES = 64 * 1024 * 1024  # long-context prompts are large
 def make_app(cfg: SimConfig) -> web.Application:
     """An aiohttp application serving the simulated OpenAI-compatible API for `cfg`."""
     service = SimService(cfg)
-    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[arrival_middleware])
+    middlewares: list[Middleware] = [arrival_middleware]
+    if cfg.api_key is not None:
+        middlewares.append(auth_middleware(cfg))
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
     app.add_routes(
         [
             web.get("/v1/models", service.models),

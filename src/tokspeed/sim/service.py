@@ -3,6 +3,8 @@
 `SimService` holds the per-server state (config, FIFO gate, log, id counter) and exposes one
 aiohttp handler per endpoint. A generation request is parsed, queued for a slot, then answered
 on an absolute schedule (`schedule.py`); whatever happens, one `LogEntry` records it.
+With fault injection configured, each accepted request draws its fault (`faults.py`) and
+`inject.py` carries it out; the entry's `fault` field says which.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from aiohttp import web
 from tokspeed import __version__
 from tokspeed.sim.arrival import arrival_of
 from tokspeed.sim.config import SimConfig
+from tokspeed.sim import inject
+from tokspeed.sim.faults import HTTP_STATUS, MID_STREAM, Fault, FaultPicker
 from tokspeed.sim.gate import FifoGate
 from tokspeed.sim.log import LogEntry, SimLog, SimStatus
 from tokspeed.sim.request import ApiName, RequestError, SimRequest, parse_request
-from tokspeed.sim.schedule import ResponsePlan, make_plan, sleep_until
+from tokspeed.sim.schedule import Chunk, ResponsePlan, Timing, make_plan, sleep_until
 from tokspeed.sim.stream import ChunkEncoder, error_body, response_body, usage_dict
 from tokspeed.sim.vocab import token_text
 
@@ -45,6 +49,7 @@ class SimService:
         self._ids = itertools.count(1)
         self._eol = b"\r\n" if cfg.crlf else b"\n"
         self._in_flight: set[asyncio.Task[Any]] = set()
+        self._faults = FaultPicker(cfg.faults, cfg.seed, cfg.clean_requests)
 
     async def log_context(self, app: web.Application) -> AsyncIterator[None]:
         """aiohttp cleanup context: the log is open exactly while the app runs."""
@@ -90,10 +95,15 @@ class SimService:
             req = self._accept(api, await request.read())
         except RequestError as exc:
             return self._reject(entry, exc)
-        plan = make_plan(self.cfg, req)
         entry.stream = req.stream
         entry.include_usage = req.include_usage
         entry.prompt_tokens = req.prompt_tokens
+        fault = self._faults.pick(req.stream)
+        if fault is not None:
+            entry.fault = fault.value
+            if fault in HTTP_STATUS or fault is Fault.RESET:
+                return self._fail_early(request, entry, fault)
+        plan = make_plan(self.cfg, req)
         entry.planned_tokens = plan.total_tokens
         entry.prefill_ns = plan.timing.prefill_ns
         entry.itl_ns = plan.timing.itl_ns
@@ -101,7 +111,7 @@ class SimService:
         if task is not None:
             self._in_flight.add(task)
         try:
-            return await self._admit_and_serve(request, req, plan, entry)
+            return await self._admit_and_serve(request, req, plan, entry, fault)
         except asyncio.CancelledError:  # aiohttp's handler_cancellation, or server shutdown
             entry.status = SimStatus.DISCONNECTED if _client_gone(request) else SimStatus.CANCELLED
             raise
@@ -123,6 +133,8 @@ class SimService:
 
     def _accept(self, api: ApiName, raw: bytes) -> SimRequest:
         req = parse_request(api, raw)
+        if req.model is not None and req.model != self.cfg.model:
+            raise RequestError(f"The model `{req.model}` does not exist.", "model_not_found", "model", status=404)
         if self.cfg.reject_stream_options and req.has_stream_options:
             raise RequestError(
                 "stream_options is not supported by this server", "unsupported_parameter", "stream_options"
@@ -131,54 +143,96 @@ class SimService:
 
     def _reject(self, entry: LogEntry, exc: RequestError) -> web.Response:
         entry.status = SimStatus.REJECTED
-        entry.http_status = 400
+        entry.http_status = exc.status
         entry.error = exc.message
         entry.end_ns = perf_counter_ns()
         self._log.write(entry)
         body = error_body(exc.message, exc.code, exc.param)
-        return web.Response(status=400, body=body, content_type=_JSON)
+        return web.Response(status=exc.status, body=body, content_type=_JSON)
+
+    def _fail_early(self, request: web.Request, entry: LogEntry, fault: Fault) -> web.Response:
+        """An HTTP-status fault or a reset: answered (or dropped) at once, logged at once."""
+        if fault is Fault.RESET:
+            resp = inject.reset(request, entry)
+        else:
+            resp = inject.http_fault(self.cfg, request, entry, fault)
+        entry.end_ns = perf_counter_ns()
+        self._log.write(entry)
+        return resp
 
     async def _admit_and_serve(
-        self, request: web.Request, req: SimRequest, plan: ResponsePlan, entry: LogEntry
+        self, request: web.Request, req: SimRequest, plan: ResponsePlan, entry: LogEntry, fault: Fault | None
     ) -> web.StreamResponse:
         await self._gate.acquire()
         try:
+            if fault is Fault.SLOW_HEADERS:
+                await asyncio.sleep(self.cfg.slow_headers_ms / 1000)
             start_ns = entry.start_ns = perf_counter_ns()
             if req.stream:
-                return await self._stream(request, req, plan, entry, start_ns)
+                return await self._stream(request, req, plan, entry, start_ns, fault)
             return await self._respond(request, req, plan, entry, start_ns)
         finally:
             self._gate.release()
 
     async def _stream(
-        self, request: web.Request, req: SimRequest, plan: ResponsePlan, entry: LogEntry, start_ns: int
+        self,
+        request: web.Request,
+        req: SimRequest,
+        plan: ResponsePlan,
+        entry: LogEntry,
+        start_ns: int,
+        fault: Fault | None,
     ) -> web.StreamResponse:
         enc = ChunkEncoder(req.api, entry.id, int(time.time()), self.cfg.model, self._eol)
         resp = web.StreamResponse(headers=_SSE_HEADERS)
+        chunks = plan.chunks(self.cfg.tokens_per_chunk)
+        cut = min(self.cfg.fault_after_chunks, len(chunks)) if fault in MID_STREAM else len(chunks)
         try:
             await resp.prepare(request)
             if req.api == "chat":
                 await resp.write(enc.role())
-            await self._write_tokens(resp, enc, plan, entry, start_ns)
-            if self.cfg.usage and req.include_usage:
-                usage = usage_dict(req.prompt_tokens, entry.completion_tokens, entry.reasoning_tokens)
-                await resp.write(enc.usage(usage))
-            await resp.write(enc.done())
-            await resp.write_eof()
+            await self._write_tokens(resp, enc, plan.timing, chunks, 0, cut, entry, start_ns)
+            if fault in MID_STREAM:
+                assert fault is not None
+                delay_ns = await inject.mid_stream(self.cfg, request, resp, enc, entry, fault)
+                if delay_ns is None:  # the fault ended the response
+                    entry.end_ns = perf_counter_ns()
+                    return resp
+                start_ns += delay_ns
+            await self._write_tokens(resp, enc, plan.timing, chunks, cut, len(chunks), entry, start_ns)
+            await self._end_stream(resp, enc, req, entry, fault)
         except ConnectionError:
             entry.status = SimStatus.DISCONNECTED
         entry.end_ns = perf_counter_ns()
         return resp
 
-    async def _write_tokens(
-        self, resp: web.StreamResponse, enc: ChunkEncoder, plan: ResponsePlan, entry: LogEntry, start_ns: int
+    async def _end_stream(
+        self, resp: web.StreamResponse, enc: ChunkEncoder, req: SimRequest, entry: LogEntry, fault: Fault | None
     ) -> None:
-        """Write each token-bearing chunk at its absolute deadline, recording when it went."""
-        timing = plan.timing
-        chunks = plan.chunks(self.cfg.tokens_per_chunk)
+        """The usage trailer (when asked), `data: [DONE]` (unless the no_done fault), end of body."""
+        if self.cfg.usage and req.include_usage:
+            reported = inject.reported_completion_tokens(fault, entry.completion_tokens)
+            await resp.write(enc.usage(usage_dict(req.prompt_tokens, reported, entry.reasoning_tokens)))
+        if fault is not Fault.NO_DONE:
+            await resp.write(enc.done())
+        await resp.write_eof()
+
+    async def _write_tokens(
+        self,
+        resp: web.StreamResponse,
+        enc: ChunkEncoder,
+        timing: Timing,
+        chunks: list[Chunk],
+        start: int,
+        stop: int,
+        entry: LogEntry,
+        start_ns: int,
+    ) -> None:
+        """Write chunks[start:stop], each at its absolute deadline, recording when it went."""
         last = len(chunks) - 1
-        prev_due = start_ns
-        for j, chunk in enumerate(chunks):
+        prev_due = start_ns + timing.due_offset_ns(chunks[start - 1].last_token) if start else start_ns
+        for j in range(start, stop):
+            chunk = chunks[j]
             due = start_ns + timing.due_offset_ns(chunk.last_token)
             if self.cfg.sse_comments and j % COMMENT_EVERY == 0:
                 await sleep_until((prev_due + due) // 2 if j else start_ns)

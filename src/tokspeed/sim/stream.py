@@ -30,9 +30,9 @@ def usage_dict(prompt_tokens: int, completion_tokens: int, reasoning_tokens: int
     return usage
 
 
-def error_body(message: str, code: str, param: str | None = None) -> bytes:
+def error_body(message: str, code: str | int, param: str | None = None, kind: str = "invalid_request_error") -> bytes:
     """An OpenAI-style error JSON body."""
-    error = {"message": message, "type": "invalid_request_error", "param": param, "code": code}
+    error = {"message": message, "type": kind, "param": param, "code": code}
     return orjson.dumps({"error": error})
 
 
@@ -80,6 +80,21 @@ class ChunkEncoder:
 
     def done(self) -> bytes:
         return b"data: [DONE]" + self._eol + self._eol
+
+    # faults ---------------------------------------------------------------------------
+    def malformed(self) -> bytes:
+        """A line that names no SSE field (a client must not mistake it for data)."""
+        return b"this line is not server-sent events" + self._eol + self._eol
+
+    def invalid_json(self) -> bytes:
+        """A data event whose JSON is cut off mid-object."""
+        whole = self.tokens("oops", reasoning=False, last=False)
+        return whole[: len(whole) // 2] + self._eol + self._eol
+
+    def error(self, message: str) -> bytes:
+        """An OpenAI-style error object as a stream event (what vLLM sends when generation fails)."""
+        error = {"message": message, "type": "InternalServerError", "param": None, "code": 500}
+        return self.event({"error": error})
 
     def _template(self, reasoning: bool, last: bool) -> _Template:
         if self._api == "completions":

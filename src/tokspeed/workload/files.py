@@ -100,6 +100,8 @@ def _is_json_lines(text: str) -> bool:
         json.loads(text)
     except json.JSONDecodeError as exc:
         return exc.msg == "Extra data"
+    except (RecursionError, ValueError):  # nested too deeply, an integer too long
+        return False
     return False
 
 
@@ -121,6 +123,8 @@ def _json_entries(p: Path, text: str) -> Iterator[tuple[str, Any]]:
         raise WorkloadError(
             f"{p}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", hint=FORMATS_HINT
         ) from exc
+    except (RecursionError, ValueError) as exc:
+        raise WorkloadError(f"{p}: unusable JSON: {_unusable(exc)}", hint=FORMATS_HINT) from exc
     if not isinstance(data, list):
         raise WorkloadError(
             f"{p}: expected a JSON list of prompts, got a {type(data).__name__}", hint=FORMATS_HINT
@@ -139,13 +143,15 @@ def _jsonl_entries(p: Path, text: str) -> Iterator[tuple[str, Any]]:
                 f"{p}: line {lineno}: not valid JSON (column {exc.colno}: {exc.msg})",
                 hint="JSONL needs one complete JSON object per line",
             ) from exc
+        except (RecursionError, ValueError) as exc:
+            raise WorkloadError(f"{p}: line {lineno}: unusable JSON: {_unusable(exc)}", hint=FORMATS_HINT) from exc
 
 
 def _csv_entries(p: Path, text: str, delimiter: str) -> Iterator[tuple[str, Any]]:
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
-    column = _prompt_column(p, reader.fieldnames or [])
-    lengths = _find_column(reader.fieldnames or [], ("max_tokens",))
     try:
+        column = _prompt_column(p, reader.fieldnames or [])
+        lengths = _find_column(reader.fieldnames or [], ("max_tokens",))
         for row_number, row in enumerate(reader, start=1):
             where = f"row {row_number} (line {reader.line_num})"
             yield (
@@ -211,6 +217,12 @@ def _no_items_message(p: Path, skipped: int, need_reply: bool) -> str:
 
 def _is_conversation(entry: Any) -> bool:
     return isinstance(entry, dict) and "conversations" in entry
+
+
+def _unusable(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return " ".join(str(exc).split())
 
 
 def _lines(text: str) -> list[str]:

@@ -1,0 +1,52 @@
+"""What the in-process engine backends (`hf:`, `vllm:`) share: prompts and records.
+
+Prompts go through the model's own tokenizer the way OpenAI-compatible servers
+(vLLM's among them) do it: a chat request is rendered with the model's chat
+template and encoded without adding special tokens again; a completions prompt
+is encoded with the tokenizer's special tokens (a BOS where the model has one).
+
+Records are filled as the HTTP backend fills them, so the same metric
+pipeline applies: one chunk per batch of tokens handed out together, with the
+number of tokens it carried; failures are data, never exceptions.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter_ns
+from typing import Any
+
+from tokspeed.errors import ConfigError
+from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status
+
+
+def render_prompt(tokenizer: Any, spec: RequestSpec, api: str) -> list[int]:
+    """Token ids of the request's prompt, with the chat template for `api == "chat"`."""
+    if api == "chat":
+        text = tokenizer.apply_chat_template(spec.as_messages(), tokenize=False, add_generation_prompt=True)
+        return [int(t) for t in tokenizer.encode(text, add_special_tokens=False)]
+    return [int(t) for t in tokenizer.encode(spec.prompt_text(), add_special_tokens=True)]
+
+
+def require_chat_template(tokenizer: Any, model: str, api: str) -> None:
+    """ConfigError when chat requests are asked of a tokenizer that has no chat template."""
+    if api == "chat" and not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(
+            f"the model at {model} has no chat template, so it cannot serve chat requests",
+            hint="benchmark it with --api completions",
+        )
+
+
+def set_chunks(record: RequestRecord, chunk_ns: list[int], chunk_tokens: list[int]) -> None:
+    """The token-bearing chunks of a request (content only: in-process engines do not split out reasoning)."""
+    record.chunk_ns = list(chunk_ns)
+    record.chunk_tokens = list(chunk_tokens[: len(chunk_ns)])
+    if chunk_ns:
+        record.first_token_ns = record.first_content_ns = chunk_ns[0]
+
+
+def fail(record: RequestRecord, status: Status, kind: ErrorKind | None, message: str) -> None:
+    """Mark a request failed (or incomplete); its end is now unless already known."""
+    record.status, record.error_kind, record.error = status, kind, message
+    if record.end_ns is None:
+        record.end_ns = perf_counter_ns()
+

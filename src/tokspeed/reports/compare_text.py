@@ -1,0 +1,160 @@
+"""Present a `Comparison` (and gate results) as console tables and as GitHub markdown.
+
+Pure: a Comparison in, rich renderables or a markdown string out. Both show the
+same rows: per metric the base and other values, the delta, the ratio with its
+95% interval, the p-value and the verdict; then the hyperfine-style sentences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from tokspeed.comparison import (
+    BenchmarkComparison,
+    Comparison,
+    MetricComparison,
+    RunComparison,
+)
+from tokspeed.gates import GateResult
+from tokspeed.reports.summary_text import fmt
+from tokspeed.verdicts import format_p
+
+HEADERS = ("metric", "{base}", "{other}", "Δ", "ratio (95% CI)", "p", "verdict")
+TEXT_COLUMNS = (0, 6)
+SHORT = {"no significant difference": "n.s.", "untested": "—"}
+LEGEND = "ratio = other / base · n.s. = no significant difference · — = not tested"
+_STYLE = {"better": "bold green", "worse": "bold red", "negligible": "dim", "no significant difference": "", "untested": "dim"}
+
+
+def value(m: MetricComparison, v: float | None) -> str:
+    if v is None:
+        return "—"
+    if m.metric == "error_rate":
+        return f"{v:.2%}"
+    return fmt(v)
+
+
+def delta(m: MetricComparison) -> str:
+    if m.delta is None:
+        return "—"
+    if m.metric == "error_rate":
+        return f"{m.delta * 100:+.2f} pp"
+    return f"{'+' if m.delta > 0 else ''}{fmt(m.delta)}"
+
+
+def ratio(m: MetricComparison) -> str:
+    if m.ratio is None:
+        return "—"
+    text = f"{m.ratio:.3f}"
+    if m.ratio_ci95 is not None:
+        text += f" ({m.ratio_ci95[0]:.3f}–{m.ratio_ci95[1]:.3f})"
+    return text
+
+
+def row(m: MetricComparison) -> list[str]:
+    p = "—" if m.p_value is None else format_p(m.p_value).removeprefix("p ").removeprefix("= ")
+    label = f"{m.label} ({m.unit})" if m.unit else m.label
+    return [label, value(m, m.base), value(m, m.other), delta(m), ratio(m), p, SHORT.get(m.word, m.word)]
+
+
+def bench_title(c: Comparison, run: RunComparison, b: BenchmarkComparison) -> str:
+    name = b.other_name if b.other_name == b.base_name else f"{b.other_name} vs {b.base_name}"
+    return f"{run.run.label} vs {c.base.label} · {name} ({b.other_requests} vs {b.base_requests} completed requests)"
+
+
+def highlights(b: BenchmarkComparison) -> list[str]:
+    """The sentences worth reading: real differences first, then what could not be tested."""
+    decided = [m.sentence for m in b.metrics if m.verdict in ("better", "worse")]
+    untested = [m.sentence for m in b.metrics if m.verdict == "untested"]
+    quiet = [m.label for m in b.metrics if m.verdict in ("no significant difference", "negligible")]
+    lines = decided + untested
+    if quiet:
+        lines.append(f"no significant (or only negligible) difference: {', '.join(quiet)}")
+    return lines
+
+
+def difference_warning(c: Comparison, run: RunComparison) -> str:
+    return f"{run.run.label} and {c.base.label} may not be like for like (workload or load differ); check before trusting the verdicts:"
+
+
+def render_comparison(c: Comparison) -> RenderableType:
+    parts: list[RenderableType] = [Text(f"Baseline: {c.base.label} ({c.base.path})", style="bold")]
+    for run in c.runs:
+        if run.differences:
+            parts.append(Text(f"WARNING: {difference_warning(c, run)}", style="bold red"))
+            parts += [Text(f"  • {d}", style="red") for d in run.differences]
+        for b in run.benchmarks:
+            parts.append(_table(c, run, b))
+            parts += [Text(line, style=_line_style(line, b)) for line in highlights(b)]
+            parts.append(Text(""))
+    parts.append(Text(LEGEND, style="dim"))
+    return Group(*parts)
+
+
+def _line_style(line: str, b: BenchmarkComparison) -> str:
+    for m in b.metrics:
+        if m.sentence == line:
+            return _STYLE[m.verdict]
+    return "dim"
+
+
+def _table(c: Comparison, run: RunComparison, b: BenchmarkComparison) -> Table:
+    table = Table(title=bench_title(c, run, b), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+    for i, h in enumerate(HEADERS):
+        table.add_column(h.format(base=c.base.label, other=run.run.label), justify="left" if i in TEXT_COLUMNS else "right")
+    for m in b.metrics:
+        table.add_row(*row(m), style=_STYLE[m.verdict] or None)
+    return table
+
+
+def render_gates(results: Sequence[GateResult]) -> RenderableType:
+    lines = [_gate_line(r) for r in results]
+    failed = sum(r.breached for r in results)
+    summary = f"Gates: {failed} of {len(results)} failed" if failed else f"Gates: all {len(results)} passed"
+    return Group(*(Text(line, style="red" if line.startswith("FAIL") else "green") for line in lines), Text(summary, style="bold red" if failed else "bold green"))
+
+
+def gate_lines(results: Sequence[GateResult]) -> list[str]:
+    return [_gate_line(r) for r in results]
+
+
+def _gate_line(r: GateResult) -> str:
+    where = f"{r.run} · {r.benchmark}" if r.run else r.benchmark
+    return f"{'FAIL' if r.breached else 'pass'}  {r.gate.text}  {where}: {r.reason}"
+
+
+def comparison_markdown(c: Comparison, gates: Sequence[GateResult] = ()) -> str:
+    """GitHub-flavoured markdown of the comparison, for a PR comment."""
+    out = [f"## tokspeed compare: baseline `{c.base.label}`", ""]
+    for run in c.runs:
+        if run.differences:
+            out += [f"> **Warning:** {difference_warning(c, run)}", ">"]
+            out += [f"> - {d}" for d in run.differences]
+            out.append("")
+        for b in run.benchmarks:
+            out += [f"### {bench_title(c, run, b)}", ""]
+            headers = [h.format(base=c.base.label, other=run.run.label) for h in HEADERS]
+            out.append("| " + " | ".join(headers) + " |")
+            out.append("|" + "|".join("---" if i in TEXT_COLUMNS else "---:" for i in range(len(headers))) + "|")
+            for m in b.metrics:
+                cells = row(m)
+                if m.verdict in ("better", "worse"):
+                    cells[-1] = f"**{cells[-1]}**"
+                out.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+            out.append("")
+            out += [f"- {line}" for line in highlights(b)]
+            out += ["", f"<sub>{LEGEND}</sub>", ""]
+    if gates:
+        out += ["### Gates", ""] + [f"- {'❌' if r.breached else '✅'} {line}" for r, line in zip(gates, gate_lines(gates))] + [""]
+    s = c.settings
+    out.append(
+        f"<sub>Ratios are other/base with 95% bootstrap intervals ({s.resamples} resamples, seed {s.seed}); "
+        f"p from Mann–Whitney U on per-request values, Welch's t across iterations, or a two-proportion test; "
+        f"a difference needs p < {s.alpha:g} and an interval excluding 1.</sub>"
+    )
+    return "\n".join(out) + "\n"

@@ -1,0 +1,116 @@
+"""A load point over time, in 1 s bins (finer for runs under 20 s): output tokens per second, requests in flight, errors.
+
+Pure: records in, arrays out. Time 0 is the first measured request's send.
+
+* output tokens/s in bin [t, t+1): tokens of the completed requests' chunks that
+  arrived in the bin (a chunk's tokens are `chunk_tokens[i]` when known, else
+  output_tokens / chunks spread evenly; a response without chunks counts at its end);
+* in flight: the time-average number of sent requests not yet finished in the bin,
+  ∫ in_flight(t) dt / bin width (an unfinished request counts until the last event);
+* errors: errored requests whose failure falls in the bin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import chain
+
+import numpy as np
+
+from tokspeed.metrics.request import was_sent
+from tokspeed.records import RequestRecord, Status
+
+NS_PER_S = 1_000_000_000
+MIN_BINS = 20
+BIN_CHOICES_S = (1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001)
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """Per-bin series; `start_s` holds each bin's start, seconds since the first send."""
+
+    start_s: np.ndarray
+    output_tokens_per_s: np.ndarray
+    in_flight: np.ndarray
+    errors: np.ndarray
+    bin_s: float
+
+
+def timeline(records: Sequence[RequestRecord], bin_s: float | None = None) -> Timeline | None:
+    """The series of the measured records; None when nothing measured was sent.
+
+    `bin_s` defaults to 1 s, or for runs shorter than MIN_BINS seconds the largest of
+    0.5, 0.2, 0.1, … s that still gives MIN_BINS bins, so short runs have a shape too.
+    """
+    sent = [r for r in records if not r.warmup and was_sent(r)]
+    if not sent:
+        return None
+    t0 = min(r.sent_ns for r in sent)
+    last = max(max(r.end_ns or r.sent_ns, r.chunk_ns[-1] if r.chunk_ns else 0) for r in sent)
+    bin_s = bin_s or bin_width_s((last - t0) / NS_PER_S)
+    width = int(bin_s * NS_PER_S)
+    bins = max(1, -(-(last - t0) // width))
+    edges = t0 + np.arange(bins + 1, dtype=np.int64) * width
+    tokens = _token_arrivals(sent, edges)
+    failed = np.array([r.end_ns for r in sent if r.status is Status.ERROR and r.end_ns is not None], dtype=np.int64)
+    return Timeline(
+        start_s=np.arange(bins) * bin_s,
+        output_tokens_per_s=tokens / bin_s,
+        in_flight=_mean_in_flight(sent, edges, last),
+        errors=np.histogram(failed, bins=edges)[0] if failed.size else np.zeros(bins, dtype=np.int64),
+        bin_s=bin_s,
+    )
+
+
+def bin_width_s(span_s: float) -> float:
+    """1 s, unless the run is too short for MIN_BINS of them."""
+    for width in BIN_CHOICES_S:
+        if span_s >= MIN_BINS * width:
+            return width
+    return BIN_CHOICES_S[-1]
+
+
+def _token_arrivals(sent: Sequence[RequestRecord], edges: np.ndarray) -> np.ndarray:
+    ok = [r for r in sent if r.status is Status.OK]
+    times = np.fromiter(chain.from_iterable(_times(r) for r in ok), dtype=np.int64)
+    weights = np.fromiter(chain.from_iterable(_weights(r) for r in ok), dtype=np.float64)
+    if times.size == 0:
+        return np.zeros(edges.size - 1)
+    return np.histogram(times, bins=edges, weights=weights)[0]
+
+
+def _times(r: RequestRecord) -> list[int]:
+    if r.chunk_ns:
+        return r.chunk_ns
+    return [r.end_ns] if r.end_ns is not None else []
+
+
+def _weights(r: RequestRecord) -> list[float]:
+    if not r.chunk_ns:
+        return [float(r.output_tokens or 0)] if r.end_ns is not None else []
+    if r.chunk_tokens is not None and len(r.chunk_tokens) == len(r.chunk_ns):
+        return [float(max(k, 0)) for k in r.chunk_tokens]
+    share = (r.output_tokens if r.output_tokens is not None else len(r.chunk_ns)) / len(r.chunk_ns)
+    return [share] * len(r.chunk_ns)
+
+
+def _mean_in_flight(sent: Sequence[RequestRecord], edges: np.ndarray, last: int) -> np.ndarray:
+    """Average of the in-flight count over each bin, from +1/−1 events and their running integral."""
+    starts = np.array([r.sent_ns for r in sent], dtype=np.int64)
+    ends = np.array([r.end_ns if r.end_ns is not None else last for r in sent], dtype=np.int64)
+    times = np.concatenate((starts, ends))
+    steps = np.concatenate((np.ones(starts.size), -np.ones(ends.size)))
+    order = np.argsort(times, kind="stable")
+    times, level = times[order], np.cumsum(steps[order])  # level holds from times[i] to times[i+1]
+    area = np.concatenate(([0.0], np.cumsum(level[:-1] * np.diff(times).astype(np.float64))))
+
+    def integral(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(times, t, side="right") - 1
+        inside = i >= 0
+        out = np.zeros(t.size)
+        j = i[inside]
+        out[inside] = area[j] + level[j] * (t[inside] - times[j]).astype(np.float64)
+        return out
+
+    return np.diff(integral(edges)) / np.diff(edges).astype(np.float64)

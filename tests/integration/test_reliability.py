@@ -1,0 +1,183 @@
+"""The CLI when things go wrong: injected faults, error-rate stops, a target that dies, kill -9, secrets.
+
+Every request must end as exactly one record, classified as the simulator's log says it
+failed; the run must finish (or stop with a reason) and never lose what it already saved.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Callable
+
+import orjson
+from harness import SimServer, load_json, records, run_cli
+
+SECRET = "sk-test-SENTINEL-DO-NOT-LEAK-77"
+
+# what the client must call each fault (a summary's `errors` key, or an anomaly)
+ERROR_KEY = {
+    "http_429": "http_429", "http_500": "http_500", "http_503": "http_503", "reset": "connect",
+    "disconnect": "broken", "malformed_sse": "protocol", "invalid_json": "protocol", "error_event": "stream",
+}
+ANOMALY = {"no_done": "missing_done", "bad_usage": "usage_below_chunks"}
+ALL_FAULTS = [*ERROR_KEY, *ANOMALY, "stall", "slow_headers"]
+
+
+def wait_for_records(out: Path, n: int, proc: subprocess.Popen[str], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (out / "requests.jsonl").exists() and len((out / "requests.jsonl").read_bytes().splitlines()) >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {n} records in {out} (exit {proc.poll()})")
+
+
+def start_run(*args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    return subprocess.Popen([sys.executable, "-m", "tokspeed", "run", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_every_fault_is_recorded_once_and_classified_as_the_log_says(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    fault_args = [a for f in ALL_FAULTS for a in ("--fault", f"{f}=0.06")]
+    sim = start_sim("--ttft-ms", "2", "--itl-ms", "1", "--seed", "11", "--clean-requests", "1",
+                    "--stall-ms", "100", "--slow-headers-ms", "100", "--retry-after", "0", *fault_args)
+    out = tmp_path / "r"
+    p = run_cli("run", "--target", sim.url, "--out", str(out), "--concurrency", "8", "--requests", "300",
+                "--max-tokens", "6", "--plain")
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr
+    recs = records(out)
+    truth = [e for e in sim.entries().values()][1:]  # the first generation request was the probe
+    assert len(recs) == len(truth) == 300 + 8  # measured + warm-up: one record per request sent
+    faults = Counter(e["fault"] for e in truth)
+    assert set(faults) == {None, *ALL_FAULTS}  # every kind of fault was exercised
+    errors = Counter(ERROR_KEY[f] for f in faults.elements() if f in ERROR_KEY)
+    got = Counter(("http_" + str(r["http_status"])) if r["error_kind"] == "http" else r["error_kind"]
+                  for r in recs if r["status"] == "error")
+    assert got == errors
+    anomalies = Counter(a for r in recs for a in r["anomalies"] or ())
+    assert anomalies == Counter(ANOMALY[f] for f in faults.elements() if f in ANOMALY)
+    assert all(r["status"] in ("ok", "error") for r in recs)
+    by_id = {r["response_id"]: r for r in recs if r["response_id"]}
+    for e in truth:  # requests that broke mid-stream keep the chunks they got
+        if e["fault"] in ("disconnect", "error_event"):
+            assert len(by_id[e["id"]]["chunk_offsets_ns"]) == len(e["chunk_ns"]) == 2
+        elif e["fault"] == "invalid_json":  # the client stops reading at the bad event; the server went on
+            assert len(by_id[e["id"]]["chunk_offsets_ns"]) == 2 <= len(e["chunk_ns"])
+    summary = load_json(out / "run.json")["benchmarks"][0]["summary"]
+    measured = [r for r in recs if not r["warmup"]]
+    assert summary["requests"]["errored"] == sum(r["status"] == "error" for r in measured)
+    shown = " ".join(p.stdout.split())
+    assert "requests failed" in shown and "without data: [DONE]" in shown
+
+
+def test_max_error_rate_stops_the_run_with_a_reason(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    sim = start_sim("--ttft-ms", "1", "--itl-ms", "1", "--fault", "http_500=0.5", "--seed", "2",
+                    "--clean-requests", "1")
+    out = tmp_path / "r"
+    p = run_cli("run", "--target", sim.url, "--out", str(out), "--concurrency", "4", "--requests", "2000",
+                "--max-tokens", "4", "--max-error-rate", "0.2", "--plain")
+    assert p.returncode == 1, p.stderr
+    result = load_json(out / "run.json")
+    assert result["status"] == "failed" and "--max-error-rate 0.2" in result["error"]
+    assert any("stopped early" in w for w in result["warnings"])
+    s = result["benchmarks"][0]["summary"]["requests"]
+    assert 20 <= s["completed"] + s["errored"] < 200  # stopped soon after the 20th measured request
+    assert "Run status: failed (stopped early" in " ".join(p.stdout.split())
+
+
+def test_a_target_that_dies_mid_run_leaves_a_finished_run_that_says_so(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    sim = start_sim("--ttft-ms", "5", "--itl-ms", "5")
+    out = tmp_path / "r"
+    proc = start_run("--target", sim.url, "--out", str(out), "--concurrency", "4", "--requests", "400",
+                     "--max-tokens", "20", "--warmup", "0", "--plain")
+    wait_for_records(out, 20, proc)
+    sim.proc.kill()  # SIGKILL: no goodbye to the open connections
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1, stderr
+    assert "Traceback" not in stderr
+    result = load_json(out / "run.json")
+    recs = records(out)
+    assert len(recs) == 400 and {r["status"] for r in recs} <= {"ok", "error"}
+    assert result["status"] == "failed" and "stopped answering" in result["error"]
+    s = result["benchmarks"][0]["summary"]
+    assert s["requests"]["completed"] >= 20 and s["requests"]["errored"] == 400 - s["requests"]["completed"]
+    assert set(s["errors"]) <= {"connect", "broken"} and s["errors"].get("connect", 0) > 300
+    assert "stopped answering" in " ".join(stdout.split())
+
+
+def test_kill_9_leaves_valid_records_that_report_rebuilds(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    sim = start_sim("--ttft-ms", "5", "--itl-ms", "2")
+    out = tmp_path / "r"
+    proc = start_run("--target", sim.url, "--out", str(out), "--concurrency", "8", "--requests", "100000",
+                     "--max-tokens", "10", "--warmup", "0", "--plain", "--slo", "ttft_p99_ms<=1000")
+    wait_for_records(out, 60, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    lines = (out / "requests.jsonl").read_bytes().splitlines()
+    parsed = [orjson.loads(line) for line in lines[:-1]]  # all but a possibly torn last line are whole
+    assert len(parsed) >= 59 and all(r["status"] == "ok" for r in parsed)
+    assert load_json(out / "run.json")["status"] == "running"  # the process never got to say more
+    p = run_cli("report", str(out), "--json")
+    assert p.returncode == 0, p.stderr
+    summary = orjson.loads(p.stdout)[0]["summary"]
+    assert summary["requests"]["completed"] in (len(parsed), len(parsed) + 1)
+    assert summary["ttft_ms"]["count"] == summary["requests"]["completed"] and summary["slo"]
+    p = run_cli("report", str(out))
+    shown = " ".join(p.stdout.split())
+    assert p.returncode == 0 and "summary rebuilt from the" in shown and "Run status: interrupted" in shown
+
+
+def test_retries_and_ttft_timeout_flags(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    sim = start_sim("--ttft-ms", "1", "--itl-ms", "1", "--fault", "http_429=0.3", "--retry-after", "0",
+                    "--clean-requests", "1", "--seed", "4")
+    p = run_cli("run", "--target", sim.url, "--out", str(tmp_path / "a"), "--concurrency", "4", "--requests", "60",
+                "--max-tokens", "4", "--retries", "20", "--plain")
+    assert p.returncode == 0, p.stderr
+    recs = records(tmp_path / "a")
+    rejected = sum(e["fault"] == "http_429" for e in sim.entries().values())
+    assert all(r["status"] == "ok" for r in recs) and sum(r["retries"] for r in recs) == rejected > 0
+    assert "were retried after HTTP 429/503" in " ".join(p.stdout.split())
+
+    stalled = start_sim("--ttft-ms", "1", "--fault", "stall=1", "--fault-after-chunks", "0", "--stall-ms", "5000",
+                        "--clean-requests", "1")
+    t0 = time.monotonic()
+    p = run_cli("run", "--target", stalled.url, "--out", str(tmp_path / "b"), "--requests", "3", "--warmup", "0",
+                "--max-tokens", "4", "--ttft-timeout", "300ms", "--plain")
+    assert p.returncode == 1 and time.monotonic() - t0 < 4.5  # nothing completed: exit 1, and fast
+    s = load_json(tmp_path / "b" / "run.json")["benchmarks"][0]["summary"]
+    assert s["errors"] == {"ttft_timeout": 3}
+
+
+def test_api_key_never_leaks_on_error_paths(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    # the server knows a different key and echoes what it got: the probe fails with the key in the body
+    wrong = start_sim("--api-key", "sk-the-right-one-123", "--leaky-errors")
+    p = run_cli("run", "--target", wrong.url, "--out", str(tmp_path / "a"), "--requests", "2", "--plain",
+                env={"OPENAI_API_KEY": SECRET})
+    assert p.returncode == 1 and "HTTP 403" in p.stderr and "***" in p.stderr
+    # the right key, but requests fail with the Authorization header echoed back
+    leaky = start_sim("--api-key", SECRET, "--leaky-errors", "--fault", "http_500=0.3", "--fault",
+                      "error_event=0.3", "--clean-requests", "1", "--ttft-ms", "1", "--itl-ms", "1")
+    p2 = run_cli("run", "--target", leaky.url, "--out", str(tmp_path / "b"), "--requests", "20", "--plain",
+                 "--max-tokens", "4", "--header", f"X-Api-Key: {SECRET}", env={"OPENAI_API_KEY": SECRET})
+    assert p2.returncode == 0, p2.stderr
+    errors = [r["error"] for r in records(tmp_path / "b") if r["error"]]
+    assert errors and all("***" in e for e in errors)
+    p3 = run_cli("report", str(tmp_path / "b"))
+    outputs = [p.stdout, p.stderr, p2.stdout, p2.stderr, p3.stdout, p3.stderr]
+    outputs += [f.read_text() for d in ("a", "b") for f in (tmp_path / d).iterdir()]
+    assert not [o for o in outputs if SECRET in o]
