@@ -116,6 +116,7 @@ class RequestRecord:
     response_id: str | None = None
     finish_reason: str | None = None
     output_text: str | None = None  # kept only for the first requests (samples)
+    benchmark: int = 0  # which load point of the run (0-based position in run.json's benchmarks)
     retries: int = 0  # attempts repeated after 429/503 (--retries); times are the final attempt's
     anomalies: list[str] | None = None  # non-fatal protocol oddities, e.g. "missing_done"
 
@@ -154,6 +155,7 @@ class RequestRecord:
             "response_id": self.response_id,
             "finish_reason": self.finish_reason,
             "output_text": self.output_text,
+            "benchmark": self.benchmark,
             "retries": self.retries,
             "anomalies": self.anomalies,
         }
@@ -189,6 +191,7 @@ class RequestRecord:
             response_id=d.get("response_id"),
             finish_reason=d.get("finish_reason"),
             output_text=d.get("output_text"),
+            benchmark=int(d.get("benchmark") or 0),
             retries=int(d.get("retries") or 0),
             anomalies=d.get("anomalies"),
         )

@@ -1,6 +1,7 @@
 """Which records of a saved run belong to which of its benchmarks (load points).
 
-requests.jsonl holds the records of every benchmark in the order they
+Records carry the position of their benchmark (`benchmark`). Files written
+before that field existed hold only benchmark 0; for them: requests.jsonl holds the records of every benchmark in the order they
 finished, and benchmarks run one after another. A benchmark's measured
 (non-warm-up) records are therefore the next `summary.requests.total` measured
 records in file order; a warm-up record goes with the benchmark whose
@@ -23,6 +24,13 @@ def records_by_benchmark(
         return None
     if len(benchmarks) == 1:
         return [list(records)]
+    if any(r.benchmark for r in records):
+        groups_by_field: list[list[RequestRecord]] = [[] for _ in benchmarks]
+        for r in records:
+            if not 0 <= r.benchmark < len(benchmarks):
+                return None
+            groups_by_field[r.benchmark].append(r)
+        return groups_by_field
     wanted = [b.summary.requests.total for b in benchmarks]
     if sum(wanted) != sum(1 for r in records if not r.warmup):
         return None

@@ -13,7 +13,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Generator, Protocol
 
 from tokspeed.backends.base import Backend, TargetInfo
 from tokspeed.config import SAMPLE_OUTPUTS, RunConfig
@@ -21,7 +21,7 @@ from tokspeed.environment import capture_environment
 from tokspeed.errors import TokspeedError
 from tokspeed.load.plan import LoadPlan
 from tokspeed.records import RequestRecord
-from tokspeed.results import ResultsWriter, RunResult, Sample, build_benchmark, now_iso
+from tokspeed.results import Benchmark, ResultsWriter, RunResult, Sample, build_benchmark, now_iso
 from tokspeed.runner.checks import measurement_warnings
 from tokspeed.runner.executor import Phase, SpecSource, run_phase
 from tokspeed.runner.guard import ErrorRateGuard, RunStopped, run_guarded, target_lost
@@ -106,6 +106,26 @@ def phases_from_config(cfg: RunConfig) -> list[Phase]:
     return phases
 
 
+@dataclass(frozen=True)
+class LoadPoint:
+    """One benchmark of a run: its name, its full config, and what serves and feeds it."""
+
+    name: str
+    cfg: RunConfig
+    backend: Backend
+    workload: Workload
+
+
+# Yields the points to measure; is sent each finished Benchmark; may return result updates
+# (e.g. {"capacity": ...}) that are stored on the RunResult.
+PointSource = Generator[LoadPoint, Benchmark, "dict[str, Any] | None"]
+
+
+def single_point(cfg: RunConfig, backend: Backend, workload: Workload) -> PointSource:
+    yield LoadPoint(plan_from_config(cfg).label(), cfg, backend, workload)
+    return None
+
+
 async def execute_run(
     cfg: RunConfig,
     backend: Backend,
@@ -114,56 +134,120 @@ async def execute_run(
     observer: Observer | None = None,
     overwrite: bool = False,
 ) -> RunOutcome:
-    """Run everything the config asks for; returns even when interrupted (status says so).
+    """Run one load point (warm-up, iterations); returns even when interrupted (status says so)."""
+    return await execute_points(cfg, single_point(cfg, backend, workload), out_dir, observer, overwrite)
 
-    A TokspeedError raised by the backend's start (target unreachable, ...) is
-    re-raised after run.json records the failure. A run stopped by `--max-error-rate`,
-    or whose target stopped answering, ends with status "failed" and the reason in `error`.
+
+class _Run:
+    """The state of a run in progress: its files, its result so far, its records."""
+
+    def __init__(self, cfg: RunConfig, out_dir: Path, overwrite: bool) -> None:
+        self.cfg = cfg
+        self.writer = ResultsWriter(out_dir, epoch_offset_ns=time.time_ns() - time.perf_counter_ns(), overwrite=overwrite)
+        self.result = RunResult(
+            started_at=now_iso(),
+            epoch_offset_ns=self.writer.epoch_offset_ns,
+            config=cfg.redacted_dump(),
+            environment=capture_environment(),
+        )
+        self.records: list[RequestRecord] = []
+        self.notes: list[str] = []
+        self.writer.write_run(self.result)
+
+
+async def execute_points(
+    cfg: RunConfig,
+    points: PointSource,
+    out_dir: Path,
+    observer: Observer | None = None,
+    overwrite: bool = False,
+) -> RunOutcome:
+    """Run each load point the source yields, one after another, into one results directory.
+
+    run.json is rewritten after every finished point, so a sweep that dies keeps the
+    points it finished. A TokspeedError raised by a backend's start (target
+    unreachable, ...) is re-raised after run.json records the failure. A point stopped
+    by `--max-error-rate`, or whose target stopped answering, ends the run with status
+    "failed" and the reason in `error`.
     """
     obs = observer or NullObserver()
-    writer = ResultsWriter(out_dir, epoch_offset_ns=time.time_ns() - time.perf_counter_ns(), overwrite=overwrite)
-    result = RunResult(
-        started_at=now_iso(),
-        epoch_offset_ns=writer.epoch_offset_ns,
-        config=cfg.redacted_dump(),
-        environment=capture_environment(),
-        workload=workload.describe(),
-    )
-    writer.write_run(result)
-    records: list[RequestRecord] = []
-    guard = ErrorRateGuard(cfg.max_error_rate)
-    notes: list[str] = []
+    run = _Run(cfg, out_dir, overwrite)
+    point: LoadPoint | None = None
+    point_records: list[RequestRecord] = []
+    try:
+        point = next(points)
+        while True:
+            point_records = []
+            await _run_point(run, point, len(run.result.benchmarks), point_records, obs)
+            bench = _add_benchmark(run, point, point_records)
+            point = None
+            try:
+                point = points.send(bench)
+            except StopIteration as stop:
+                for key, value in (stop.value or {}).items():
+                    setattr(run.result, key, value)
+                break
+        run.result.status = "complete"
+    except RunStopped as exc:
+        run.result.status, run.result.error = "failed", str(exc)
+        if exc.args and str(exc).startswith("stopped early"):
+            run.notes.append(f"the run {exc}; its summary covers only the requests that finished before")
+    except asyncio.CancelledError:
+        run.result.status = "interrupted"
+    except TokspeedError as exc:
+        run.result.status, run.result.error = "failed", str(exc)
+        raise
+    finally:
+        if point is not None and point_records:
+            _add_benchmark(run, point, point_records)
+        _finish(run)
+        if point is not None:
+            await point.backend.close()
+    return RunOutcome(result=run.result, records=run.records, directory=out_dir)
+
+
+async def _run_point(
+    run: _Run, point: LoadPoint, index: int, point_records: list[RequestRecord], obs: Observer
+) -> None:
+    guard = ErrorRateGuard(point.cfg.max_error_rate)
 
     def on_record(record: RequestRecord) -> None:
-        writer.append(record)
-        records.append(record)
+        record.benchmark = index
+        run.writer.append(record)
+        run.records.append(record)
+        point_records.append(record)
         obs.record(record)
         guard.record(record)
 
-    plan = plan_from_config(cfg)
+    if not run.result.workload:
+        run.result.workload = point.workload.describe()
+    plan = plan_from_config(point.cfg)
+    info = await point.backend.start()
+    if not run.result.target:
+        run.result.target = dataclasses.asdict(info)
+    run.writer.write_run(run.result)
+    obs.target_ready(info)
     try:
-        info = await backend.start()
-        result.target = dataclasses.asdict(info)
-        writer.write_run(result)
-        obs.target_ready(info)
-        for phase in phases_from_config(cfg):
-            obs.phase_started(plan.label(), phase)
-            await run_guarded(run_phase(plan, phase, backend, workload, on_record, obs.started), guard)
+        for phase in phases_from_config(point.cfg):
+            obs.phase_started(point.name, phase)
+            await run_guarded(run_phase(plan, phase, point.backend, point.workload, on_record, obs.started), guard)
             obs.phase_finished(phase)
-        result.status = "complete"
-    except RunStopped as exc:
-        result.status, result.error = "failed", str(exc)
-        notes.append(f"the run {exc}; its summary covers only the requests that finished before")
-    except asyncio.CancelledError:
-        result.status = "interrupted"
-    except TokspeedError as exc:
-        result.status, result.error = "failed", str(exc)
-        raise
     finally:
-        result.samples = collect_samples(records, workload)
-        _finish(result, cfg, plan, records, writer, notes)
-        await backend.close()
-    return RunOutcome(result=result, records=records, directory=out_dir)
+        if not run.result.samples:
+            run.result.samples = collect_samples(point_records, point.workload)
+    await point.backend.close()
+    if (lost := target_lost(point_records)) is not None:
+        raise RunStopped(lost)
+
+
+def _add_benchmark(run: _Run, point: LoadPoint, records: list[RequestRecord]) -> Benchmark:
+    plan = plan_from_config(point.cfg)
+    bench = build_benchmark(point.name, plan.describe(), records, point.cfg.slos)
+    run.result.benchmarks.append(bench)
+    prefix = f"{point.name}: " if len(run.result.benchmarks) > 1 or point.name != plan.label() else ""
+    run.notes.extend(prefix + w for w in measurement_warnings(bench, point.cfg, records))
+    run.writer.write_run(run.result)
+    return bench
 
 
 def collect_samples(records: list[RequestRecord], workload: SpecSource, limit: int = SAMPLE_OUTPUTS) -> list[Sample]:
@@ -177,21 +261,11 @@ def collect_samples(records: list[RequestRecord], workload: SpecSource, limit: i
     ]
 
 
-def _finish(
-    result: RunResult,
-    cfg: RunConfig,
-    plan: LoadPlan,
-    records: list[RequestRecord],
-    writer: ResultsWriter,
-    notes: list[str],
-) -> None:
-    bench = build_benchmark(plan.label(), plan.describe(), records, cfg.slos)
-    result.benchmarks = [bench]
-    result.warnings = measurement_warnings(bench, cfg, records) + notes
+def _finish(run: _Run) -> None:
+    result = run.result
+    result.warnings = [*result.warnings, *run.notes]
     if result.status == "running":
         result.status = "failed"
-    if result.status == "complete" and (lost := target_lost(records)) is not None:
-        result.status, result.error = "failed", lost
     result.finished_at = now_iso()
-    writer.write_run(result)
-    writer.close()
+    run.writer.write_run(result)
+    run.writer.close()
