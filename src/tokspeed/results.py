@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tokspeed import __version__
 from tokspeed.errors import ConfigError, ResultsError
 from tokspeed.metrics import AcrossIterations, Summary, across_iterations, summarize, summarize_by_iteration
+from tokspeed.metrics.fit import LinearFit
 from tokspeed.metrics.slo import SLO, parse_slo
 from tokspeed.records import RequestRecord
 
@@ -44,6 +45,7 @@ class Benchmark(BaseModel):
     summary: Summary
     iterations: list[IterationResult] = Field(default_factory=list)
     across_iterations: AcrossIterations | None = None
+    target: dict[str, Any] | None = Field(None, description="what served this point (sweeps over several targets)")
 
 
 class Sample(BaseModel):
@@ -52,6 +54,38 @@ class Sample(BaseModel):
     index: int
     prompt: str
     response: str
+
+
+class SweepInfo(BaseModel):
+    """What a sweep varied; each point is one entry of `benchmarks`."""
+
+    dimension: str | None = Field(None, description="concurrency, rate, input_tokens, output_tokens; None for --auto")
+    values: list[float] = Field(default_factory=list)
+    auto: bool = False
+    targets: list[str] = Field(default_factory=list)
+    ttft_vs_input_tokens: LinearFit | None = Field(None, description="prefill cost fitted over all points")
+
+
+class CapacityProbe(BaseModel):
+    value: float = Field(description="offered rate (req/s) or concurrency probed")
+    passed: bool
+    reason: str = ""
+    benchmark: int = Field(description="index of this probe in `benchmarks`")
+
+
+class CapacityResult(BaseModel):
+    """The highest load at which every SLO held (the seed's 'QPS under a latency budget')."""
+
+    by: Literal["rate", "concurrency"]
+    requests_per_s: float | None = Field(description="capacity in completed requests per second")
+    value: float | None = Field(description="the highest passing offered rate or concurrency")
+    low: float | None
+    high: float | None = Field(description="lowest failing value: the capacity lies in [low, high)")
+    uncertainty: float | None = Field(description="(high - low) / 2, in the unit of `value`")
+    precision: float
+    slos: list[str]
+    goodput_requests_per_s: float | None = None
+    probes: list[CapacityProbe] = Field(default_factory=list)
 
 
 class RunResult(BaseModel):
@@ -71,6 +105,8 @@ class RunResult(BaseModel):
     workload: dict[str, Any] = Field(default_factory=dict)
     benchmarks: list[Benchmark] = Field(default_factory=list)
     samples: list[Sample] = Field(default_factory=list, description="first prompts and responses, for eyeballing quality")
+    sweep: SweepInfo | None = None
+    capacity: CapacityResult | None = None
     warnings: list[str] = Field(default_factory=list)
     error: str | None = None
 

@@ -80,3 +80,9 @@ def test_auto_sweep_spreads_rates_between_sync_and_saturation() -> None:
     rates = [sweep.send(10.0).overrides["rate"]] + [p.overrides["rate"] for p in sweep]
     assert rates == pytest.approx([4.0, 6.0, 8.0])
     assert spread(2.0, 10.0, 3) == pytest.approx(rates)
+
+
+def test_integer_search_for_concurrency() -> None:
+    cap = drive(capacity_search(1, precision=0.05, integer=True), lambda c: Outcome(passed=c <= 13))
+    assert cap.low == 13 and cap.high == 14
+    assert all(p.rate == int(p.rate) for p in cap.probes)

@@ -71,8 +71,8 @@ def judge(outcome: Outcome, offered: float) -> Outcome:
     return outcome
 
 
-def capacity_search(start: float, precision: float = 0.05, max_probes: int = 20) -> Search:
-    """See the module docstring. `precision` is relative (0.05 = 5%)."""
+def capacity_search(start: float, precision: float = 0.05, max_probes: int = 20, integer: bool = False) -> Search:
+    """See the module docstring. `precision` is relative (0.05 = 5%); `integer` probes whole numbers."""
     probes: list[ProbeLog] = []
 
     def probe(rate: float) -> Generator[float, Outcome, bool]:
@@ -80,14 +80,14 @@ def capacity_search(start: float, precision: float = 0.05, max_probes: int = 20)
         probes.append(ProbeLog(rate=rate, passed=outcome.passed, reason=outcome.reason))
         return outcome.passed
 
-    low, high = yield from _bracket(probe, max(start, MIN_RATE), max_probes)
+    low, high = yield from _bracket(probe, max(start, 1.0 if integer else MIN_RATE), max_probes, integer)
     while len(probes) < max_probes and low is not None and high is not None:
-        if (high - low) <= precision * low:
+        if (high - low) <= max(precision * low, 1.0 if integer else 0.0):
             if (yield from probe(low)):  # confirm the best pass once more
                 break
             high, low = low, _best_pass_below(probes, low)
             continue
-        mid = (low + high) / 2
+        mid = float(round((low + high) / 2)) if integer else (low + high) / 2
         if (yield from probe(mid)):
             low = mid
         else:
@@ -95,7 +95,7 @@ def capacity_search(start: float, precision: float = 0.05, max_probes: int = 20)
     return Capacity(low=low, high=high, precision=precision, probes=probes)
 
 
-def _bracket(probe, rate: float, max_probes: int):  # type: ignore[no-untyped-def]
+def _bracket(probe, rate: float, max_probes: int, integer: bool):  # type: ignore[no-untyped-def]
     """Double until a fail (or halve until a pass); returns (highest pass, lowest fail)."""
     passed = yield from probe(rate)
     low, high = (rate, None) if passed else (None, rate)
@@ -103,8 +103,8 @@ def _bracket(probe, rate: float, max_probes: int):  # type: ignore[no-untyped-de
         if passed:
             rate *= 2
         else:
-            rate /= 2
-            if rate < MIN_RATE:
+            rate = float(int(rate // 2)) if integer else rate / 2
+            if rate < (1.0 if integer else MIN_RATE):
                 return None, high
         passed = yield from probe(rate)
         if passed and high is None:

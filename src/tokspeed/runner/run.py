@@ -174,12 +174,13 @@ async def execute_points(
     run = _Run(cfg, out_dir, overwrite)
     point: LoadPoint | None = None
     point_records: list[RequestRecord] = []
+    served: dict[str, Any] = {}
     try:
         point = next(points)
         while True:
-            point_records = []
-            await _run_point(run, point, len(run.result.benchmarks), point_records, obs)
-            bench = _add_benchmark(run, point, point_records)
+            point_records, served = [], {}
+            await _run_point(run, point, len(run.result.benchmarks), point_records, served, obs)
+            bench = _add_benchmark(run, point, point_records, served)
             point = None
             try:
                 point = points.send(bench)
@@ -199,7 +200,7 @@ async def execute_points(
         raise
     finally:
         if point is not None and point_records:
-            _add_benchmark(run, point, point_records)
+            _add_benchmark(run, point, point_records, served)
         _finish(run)
         if point is not None:
             await point.backend.close()
@@ -207,8 +208,14 @@ async def execute_points(
 
 
 async def _run_point(
-    run: _Run, point: LoadPoint, index: int, point_records: list[RequestRecord], obs: Observer
+    run: _Run,
+    point: LoadPoint,
+    index: int,
+    point_records: list[RequestRecord],
+    served: dict[str, Any],
+    obs: Observer,
 ) -> None:
+    """Start the point's backend, warm up, run its iterations; `served` receives the TargetInfo."""
     guard = ErrorRateGuard(point.cfg.max_error_rate)
 
     def on_record(record: RequestRecord) -> None:
@@ -223,8 +230,9 @@ async def _run_point(
         run.result.workload = point.workload.describe()
     plan = plan_from_config(point.cfg)
     info = await point.backend.start()
+    served.update(dataclasses.asdict(info))
     if not run.result.target:
-        run.result.target = dataclasses.asdict(info)
+        run.result.target = dict(served)
     run.writer.write_run(run.result)
     obs.target_ready(info)
     try:
@@ -240,9 +248,10 @@ async def _run_point(
         raise RunStopped(lost)
 
 
-def _add_benchmark(run: _Run, point: LoadPoint, records: list[RequestRecord]) -> Benchmark:
+def _add_benchmark(run: _Run, point: LoadPoint, records: list[RequestRecord], served: dict[str, Any]) -> Benchmark:
     plan = plan_from_config(point.cfg)
     bench = build_benchmark(point.name, plan.describe(), records, point.cfg.slos)
+    bench.target = served or None
     run.result.benchmarks.append(bench)
     prefix = f"{point.name}: " if len(run.result.benchmarks) > 1 or point.name != plan.label() else ""
     run.notes.extend(prefix + w for w in measurement_warnings(bench, point.cfg, records))
