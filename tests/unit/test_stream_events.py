@@ -96,3 +96,13 @@ def test_continuous_usage_gives_per_chunk_token_counts() -> None:
         (300, chat({"content": "cde"}, usage={"completion_tokens": 5})),
     ])
     assert s.chunk_usage == [2, 5]
+
+
+def test_probe_never_asks_for_fewer_tokens_than_min_tokens() -> None:
+    from tokspeed.backends.openai_http import OpenAIHTTPBackend
+
+    plain = OpenAIHTTPBackend("http://127.0.0.1:9/v1", model="m")
+    assert plain.probe_body()["max_tokens"] == 1
+    floor = OpenAIHTTPBackend("http://127.0.0.1:9/v1", model="m", extra_body={"min_tokens": 24, "ignore_eos": True})
+    body = floor.probe_body()
+    assert body["max_tokens"] == 24 and body["min_tokens"] == 24 and body["ignore_eos"] is True

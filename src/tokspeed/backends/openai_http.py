@@ -181,11 +181,16 @@ class OpenAIHTTPBackend:
         message = self._redact(f"probe request to {self._url} failed: HTTP {status}: {_error_message(text)}")
         raise TargetError(message[:_ERROR_SNIPPET], hint=_hint_for_status(status))
 
+    def probe_body(self) -> dict[str, Any]:
+        """The smallest request shaped like the real ones: 1 token, or `min_tokens` when the body sets it."""
+        floor = self._extra.get("min_tokens")
+        tokens = floor if isinstance(floor, int) and not isinstance(floor, bool) and floor > 1 else 1
+        return self._body(RequestSpec(index=-1, prompt="Hi", max_tokens=tokens))
+
     async def _post_probe(self) -> tuple[int, str]:
         assert self._session is not None
-        body = self._body(RequestSpec(index=-1, prompt="Hi", max_tokens=1))
         try:
-            async with self._session.post(self._url, data=orjson.dumps(body)) as resp:
+            async with self._session.post(self._url, data=orjson.dumps(self.probe_body())) as resp:
                 return resp.status, await resp.text(errors="replace")
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             raise TargetError(

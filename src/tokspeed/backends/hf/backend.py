@@ -30,7 +30,12 @@ from tokspeed.backends.embedded.hardware import choose_threads, dtype_label
 from tokspeed.backends.embedded.requirements import missing_modules
 from tokspeed.backends.engine_options import EngineOptions
 from tokspeed.backends.hf.loading import LoadedModel, choose, load_model
-from tokspeed.backends.inprocess import fail, render_prompt, require_chat_template, set_chunks
+from tokspeed.backends.inprocess import (
+    fail,
+    render_prompt,
+    require_chat_template,
+    set_chunks,
+)
 from tokspeed.errors import ConfigError, TargetError, TokspeedError
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status, TokenSource
 
@@ -68,15 +73,17 @@ class HFBackend:
         self._engine: Engine | None = None
         self._loaded: LoadedModel | None = None
         self._generation: dict[str, Any] = {}
+        # checked now, before any run directory is made: a GPU asked for but absent is a usage error
+        self.device, self.dtype = choose(self.path, self.options.device_name, self.options.torch_dtype)
 
     # lifecycle ------------------------------------------------------------
     async def start(self) -> TargetInfo:
         t0 = perf_counter_ns()
-        device, dtype = choose(self.path, self.options.device_name, self.options.torch_dtype)
-        loader = lambda: load_model(  # noqa: E731  (runs in the worker thread)
-            self.path, device=device, dtype=dtype, trust_remote_code=self.options.trust_remote_code,
-            extra=self.options.engine_args,
-        )
+
+        def loader() -> LoadedModel:  # runs in the worker thread
+            return load_model(self.path, device=self.device, dtype=self.dtype,
+                              trust_remote_code=self.options.trust_remote_code, extra=self.options.engine_args)
+
         self._engine = Engine(loader, lambda loaded: loaded.model, self._threads, pad_token_id=0)
         try:
             ready: EngineReady = await asyncio.wrap_future(self._engine.start())

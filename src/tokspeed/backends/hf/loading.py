@@ -90,14 +90,14 @@ def load_model(path: Path, *, device: str, dtype: str, trust_remote_code: bool, 
 
     t0 = perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(
+    model: Any = AutoModelForCausalLM.from_pretrained(
         str(path),
         dtype=getattr(torch, dtype),
         trust_remote_code=trust_remote_code,
         local_files_only=True,
         **extra,
     )
-    model = model.to(device).eval()
+    model = model.to(torch.device(device)).eval()
     config = model.config
     context = getattr(config, "max_position_embeddings", None)
     return LoadedModel(

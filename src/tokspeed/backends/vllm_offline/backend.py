@@ -90,7 +90,7 @@ class VLLMBackend:
         kwargs = self.llm_kwargs()
 
         def make_llm() -> Any:
-            from vllm import LLM
+            from vllm import LLM  # type: ignore[import-not-found, unused-ignore]
 
             return LLM(**kwargs)
 
@@ -116,7 +116,7 @@ class VLLMBackend:
             await asyncio.get_running_loop().run_in_executor(None, worker.close)
 
     def _target_info(self, llm: Any, ready: WorkerReady, start_s: float) -> TargetInfo:
-        import vllm
+        import vllm  # type: ignore[import-not-found, unused-ignore]
 
         facts = _engine_facts(llm)
         line = describe(str(self.path), vllm.__version__, facts)
@@ -196,7 +196,7 @@ def _check_extra_body(extra: dict[str, Any]) -> None:
     if owned:
         raise ConfigError(f"--extra-body cannot set {', '.join(owned)} for a vllm: target: tokspeed sets it",
                           hint="set the output length with --max-tokens")
-    from vllm import SamplingParams
+    from vllm import SamplingParams  # type: ignore[import-not-found, unused-ignore]
 
     try:
         SamplingParams.from_optional(**{**extra, "max_tokens": 1})
@@ -240,7 +240,7 @@ def _engine_facts(llm: Any) -> dict[str, Any]:
         facts["kv_cache_dtype"] = getattr(cache, "cache_dtype", None)
         facts["prefix_caching"] = getattr(cache, "enable_prefix_caching", None)
     try:
-        from vllm.platforms import current_platform
+        from vllm.platforms import current_platform  # type: ignore[import-not-found, unused-ignore]
 
         facts["device"] = str(getattr(current_platform, "device_type", None) or getattr(current_platform, "device_name", "?"))
     except Exception:

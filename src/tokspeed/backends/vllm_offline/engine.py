@@ -76,8 +76,16 @@ def shared_clock() -> bool:
 class VLLMWorker:
     """Starts the worker thread, accepts jobs, stops the thread (and vLLM's engine processes)."""
 
-    def __init__(self, make_llm: Callable[[], Any], *, api: str, stream: bool) -> None:
+    def __init__(
+        self,
+        make_llm: Callable[[], Any],
+        *,
+        api: str,
+        stream: bool,
+        sampling_types: Callable[[], tuple[Any, Any]] | None = None,
+    ) -> None:
         self._make_llm = make_llm
+        self._sampling_types = sampling_types or _vllm_sampling_types
         self._api = api
         self._stream = stream
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -110,20 +118,18 @@ class VLLMWorker:
         t0 = time.perf_counter()
         try:
             llm = self._make_llm()
-            from vllm.sampling_params import RequestOutputKind, SamplingParams
-
-            kind = RequestOutputKind.DELTA if self._stream else RequestOutputKind.FINAL_ONLY
+            output_kind, sampling_params = self._sampling_types()
+            kind = output_kind.DELTA if self._stream else output_kind.FINAL_ONLY
         except BaseException as exc:  # report any load failure to start()
             self._ready.set_exception(exc)
             return
         self._ready.set_result(WorkerReady(llm=llm, seconds=time.perf_counter() - t0))
         engine = llm.llm_engine
-        tokenizer = llm.get_tokenizer()
         clock_ok = shared_clock()
         try:
             while True:
                 idle = self._dead is not None or not engine.has_unfinished_requests()
-                if not self._take(engine, tokenizer, SamplingParams, kind, block=idle):
+                if not self._take(llm, sampling_params, kind, block=idle):
                     break
                 self._abort_cancelled(engine)
                 if self._dead is not None or not engine.has_unfinished_requests():
@@ -141,7 +147,7 @@ class VLLMWorker:
             self._fail_all("the engine was shut down")
             _shutdown(llm)
 
-    def _take(self, engine: Any, tokenizer: Any, sampling_params: Any, kind: Any, *, block: bool) -> bool:
+    def _take(self, llm: Any, sampling_params: Any, kind: Any, *, block: bool) -> bool:
         """Add every job handed over so far (waiting for one when idle); False once told to stop."""
         while True:
             try:
@@ -151,10 +157,10 @@ class VLLMWorker:
             if item is _STOP:
                 return False
             if isinstance(item, VJob):
-                self._add(engine, tokenizer, sampling_params, kind, item)
+                self._add(llm, sampling_params, kind, item)
             block = False
 
-    def _add(self, engine: Any, tokenizer: Any, sampling_params: Any, kind: Any, job: VJob) -> None:
+    def _add(self, llm: Any, sampling_params: Any, kind: Any, job: VJob) -> None:
         if job.cancelled.is_set():
             job.future.cancel()
             return
@@ -164,11 +170,7 @@ class VLLMWorker:
         job.request_id = str(next(self._ids))
         try:
             params = sampling_params.from_optional(**job.sampling, output_kind=kind)
-            if self._api == "chat":
-                prompt: Any = {"prompt_token_ids": render_prompt(tokenizer, job.spec, "chat")}
-            else:
-                prompt = job.spec.prompt_text()
-            engine.add_request(job.request_id, prompt, params)
+            llm.llm_engine.add_request(job.request_id, engine_input(llm, job.spec, self._api), params)
         except Exception as exc:  # a prompt longer than max_model_len, bad sampling values, ...
             self._resolve(job, error=f"{type(exc).__name__}: {exc}"[:500])
             return
@@ -224,6 +226,29 @@ class VLLMWorker:
             job.future.set_result(job)
         except InvalidStateError:  # the awaiting side gave up on it (cancelled) meanwhile
             pass
+
+
+def _vllm_sampling_types() -> tuple[Any, Any]:
+    """(RequestOutputKind, SamplingParams) from vLLM; tests pass stand-ins."""
+    from vllm.sampling_params import RequestOutputKind, SamplingParams  # type: ignore[import-not-found, unused-ignore]
+
+    return RequestOutputKind, SamplingParams
+
+
+def engine_input(llm: Any, spec: RequestSpec, api: str) -> Any:
+    """The request's prompt rendered as `LLM.generate` (completions) or `LLM.chat` (chat) renders it.
+
+    Uses the LLM's own preprocessing where this vLLM has it (private helpers in
+    vLLM 0.32); otherwise the chat template is applied here and a completions
+    prompt is passed as text for the engine to tokenise.
+    """
+    if api == "chat":
+        preprocess = getattr(llm, "_preprocess_chat_one", None)
+        if preprocess is not None:
+            return preprocess(spec.as_messages())
+        return {"prompt_token_ids": render_prompt(llm.get_tokenizer(), spec, "chat")}
+    preprocess = getattr(llm, "_preprocess_cmpl_one", None)
+    return preprocess(spec.prompt_text()) if preprocess is not None else spec.prompt_text()
 
 
 def _shutdown(llm: Any) -> None:

