@@ -19,7 +19,8 @@ def options(command: str) -> set[str]:
 
 
 def test_every_flag_in_the_readme_exists() -> None:
-    known = options("run") | options("sim") | options("report") | options("compare") | {"--help"}
+    known = options("run") | options("sim") | options("report") | options("compare") | options("sweep")
+    known |= options("capacity") | {"--help"}
     mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", README))
     assert mentioned - known == set()
 

@@ -29,9 +29,11 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from tokspeed.cli import compare_cmd, report_cmd, run_cmd, sim_cmd
+    from tokspeed.cli import compare_cmd, report_cmd, run_cmd, sim_cmd, sweep_cmd
 
     app.command("run", help=run_cmd.HELP, no_args_is_help=False)(run_cmd.run)
+    app.command("sweep", help=sweep_cmd.SWEEP_HELP)(sweep_cmd.sweep)
+    app.command("capacity", help=sweep_cmd.CAPACITY_HELP)(sweep_cmd.capacity)
     app.command("report", help=report_cmd.HELP)(report_cmd.report)
     app.command("sim", help=sim_cmd.HELP)(sim_cmd.sim)
     app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)

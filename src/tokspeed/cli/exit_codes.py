@@ -15,6 +15,11 @@ def exit_code_for(outcome: RunOutcome, cfg: RunConfig) -> int:
         return EXIT_INTERRUPTED
     if outcome.result.status == "failed":
         return EXIT_FAIL
+    if outcome.result.capacity is not None:  # a search: success is finding a load that meets the SLOs
+        return EXIT_OK if outcome.result.capacity.value is not None else EXIT_SLO
+    if len(outcome.result.benchmarks) > 1:  # a sweep explores: only an empty one fails
+        done = sum(b.summary.requests.completed for b in outcome.result.benchmarks)
+        return EXIT_OK if done else EXIT_FAIL
     summary = outcome.result.benchmarks[0].summary if outcome.result.benchmarks else None
     if summary is None or summary.requests.completed == 0:
         return EXIT_FAIL

@@ -6,6 +6,8 @@ Also exports it (`--html`, `--markdown`, `--csv`, `--csv-summary`; see
 
 from __future__ import annotations
 
+import sys
+
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -50,5 +52,6 @@ def report(
         data = [{"name": b.name, "profile": b.profile, "summary": b.summary.model_dump(mode="json")} for b in result.benchmarks]
         print(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
     elif not plan.exporting:
-        Console(highlight=False).print(render_result(result))
+        wide = None if sys.stdout.isatty() else 160  # CI logs and pipes: no wrapping at 80 columns
+        Console(highlight=False, width=wide).print(render_result(result))
     return plan.finish(result, records, directory, stdout_taken=json_out)

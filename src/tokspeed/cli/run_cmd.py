@@ -15,6 +15,7 @@ import typer
 from tokspeed.backends.engine_options import EngineOptions
 from tokspeed.cli import engine_flags as ef
 from tokspeed.config import Api, Arrival, RunConfig, config_from_sources, parse_duration
+from tokspeed.cli.plans import Mode, Plan, float_value, int_value, sweep_request
 from tokspeed.errors import ConfigError
 
 HELP = """Benchmark a server, or with no --target a small model on this CPU (the embedded default).
@@ -46,7 +47,7 @@ def _opt(*names: str, help: str, panel: str, envvar: str | None = None, **kw: An
 
 
 def run(
-    target: Annotated[Optional[str], _opt("--target", "-t", help="Server base URL ending in /v1, e.g. http://127.0.0.1:8000/v1; embedded[:tiny|:small]; or an in-process engine on a local model directory: hf:PATH (transformers), vllm:PATH (vLLM's offline LLM). [default: the embedded model on this CPU]", panel=TARGET, envvar="TOKSPEED_TARGET")] = None,
+    target: Annotated[Optional[list[str]], _opt("--target", "-t", help="Server base URL ending in /v1, e.g. http://127.0.0.1:8000/v1; embedded[:tiny|:small]; or an in-process engine on a local model directory: hf:PATH (transformers), vllm:PATH (vLLM's offline LLM). Repeat it to measure the same workload on several targets (a sweep). [default: the embedded model on this CPU]", panel=TARGET, envvar="TOKSPEED_TARGET")] = None,
     api: Annotated[Optional[Api], _opt("--api", help="Endpoint: chat (/v1/chat/completions) or completions (/v1/completions). [default: chat]", panel=TARGET)] = None,
     no_stream: Annotated[bool, _opt("--no-stream", help="Ask for whole responses (no TTFT/ITL; E2E only).", panel=TARGET)] = False,
     model: Annotated[Optional[str], _opt("--model", "-m", help="Model name. [default: first of GET /v1/models]", panel=TARGET)] = None,
@@ -57,17 +58,17 @@ def run(
     ttft_timeout: Annotated[Optional[str], _opt("--ttft-timeout", help="Fail a streamed request with no first token after this long (10s). [default: off]", panel=TARGET)] = None,
     retries: Annotated[Optional[int], _opt("--retries", help="Retry HTTP 429/503 answers up to N times, waiting Retry-After (at most 30 s). [default: 0; a retry hides what the server did]", panel=TARGET, min=0)] = None,
     no_usage: Annotated[bool, _opt("--no-usage", help="Do not send stream_options.include_usage (count tokens by tokenizer or chunks).", panel=TARGET)] = False,
-    max_tokens: Annotated[Optional[str], _opt("--max-tokens", "--output-tokens", help="max_tokens per request: N, uniform:a,b, normal:mean,sd, or 'dataset'. [default: 256]", panel=SAMPLE)] = None,
+    max_tokens: Annotated[Optional[str], _opt("--max-tokens", "--output-tokens", help="max_tokens per request: N, uniform:a,b, normal:mean,sd, or 'dataset'. A list (64,256) sweeps it. [default: 256]", panel=SAMPLE)] = None,
     temperature: Annotated[Optional[float], _opt("--temperature", help="Sampling temperature (sent only when given).", panel=SAMPLE)] = None,
     top_p: Annotated[Optional[float], _opt("--top-p", help="Nucleus sampling top_p (sent only when given).", panel=SAMPLE)] = None,
     stop: Annotated[Optional[list[str]], _opt("--stop", help="Stop string (repeatable).", panel=SAMPLE)] = None,
     dataset: Annotated[Optional[str], _opt("--dataset", "-d", help="builtin (default), synthetic, or a file: prompts.json list, JSON/JSONL with prompt or messages, CSV with a prompt column, ShareGPT.", panel=WORK)] = None,
-    input_tokens: Annotated[Optional[str], _opt("--input-tokens", help="Synthetic prompt length in tokens: N, uniform:a,b or normal:mean,sd.", panel=WORK)] = None,
+    input_tokens: Annotated[Optional[str], _opt("--input-tokens", help="Synthetic prompt length in tokens: N, uniform:a,b or normal:mean,sd. A list (128,512,2048) sweeps it.", panel=WORK)] = None,
     tokenizer: Annotated[Optional[str], _opt("--tokenizer", help="Local tokenizer.json (or model dir) for exact token counts. [default: approximation]", panel=WORK)] = None,
     seed: Annotated[Optional[int], _opt("--seed", help="Seed for prompt sampling and arrival times. [default: 0]", panel=WORK)] = None,
     synchronous: Annotated[bool, _opt("--synchronous", help="One request at a time (the default profile).", panel=LOAD)] = False,
-    concurrency: Annotated[Optional[int], _opt("--concurrency", "-c", help="Closed loop: keep N requests in flight.", panel=LOAD, min=1)] = None,
-    rate: Annotated[Optional[float], _opt("--rate", "-r", help="Open loop: R requests per second on a precomputed schedule.", panel=LOAD, min=0.0)] = None,
+    concurrency: Annotated[Optional[str], _opt("--concurrency", "-c", help="Closed loop: keep N requests in flight. A list (1,2,4,8) sweeps it.", panel=LOAD)] = None,
+    rate: Annotated[Optional[str], _opt("--rate", "-r", help="Open loop: R requests per second on a precomputed schedule. A list (1,2,4) sweeps it.", panel=LOAD)] = None,
     arrival: Annotated[Optional[Arrival], _opt("--arrival", help="Open-loop arrivals: constant, poisson or gamma. [default: poisson]", panel=LOAD)] = None,
     burstiness: Annotated[Optional[float], _opt("--burstiness", help="Gamma shape for --arrival gamma: 1 = Poisson, <1 burstier. [default: 1]", panel=LOAD)] = None,
     max_concurrency: Annotated[Optional[int], _opt("--max-concurrency", help="Cap in-flight requests for --rate (waits count as lateness).", panel=LOAD, min=1)] = None,
@@ -96,15 +97,40 @@ def run(
     kv_cache_dtype: ef.KvCacheDtype = None,
     load_format: ef.LoadFormat = None,
 ) -> int:
+    return dispatch(dict(locals()), Mode())
+
+
+def dispatch(flags: dict[str, Any], mode: Mode) -> int:
+    """Flags (of run, sweep or capacity) -> a validated config and a plan -> execute."""
+    return _dispatch(mode=mode, **flags)
+
+
+def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool, model: str | None,
+              api_key: str | None, header: list[str] | None, extra_body: str | None, timeout: str | None,
+              ttft_timeout: str | None, retries: int | None, no_usage: bool, max_tokens: str | None,
+              temperature: float | None, top_p: float | None, stop: list[str] | None, dataset: str | None,
+              input_tokens: str | None, tokenizer: str | None, seed: int | None, synchronous: bool,
+              concurrency: str | None, rate: str | None, arrival: Any, burstiness: float | None,
+              max_concurrency: int | None, requests: int | None, duration: str | None, warmup: int | None,
+              max_error_rate: float | None, iterations: int | None, slo: list[str] | None, out: Path | None,
+              overwrite: bool, scenario: Path | None, quiet: bool, plain: bool, html: Path | None,
+              dtype: Any, device: Any, trust_remote_code: bool, engine_arg: Any, tensor_parallel_size: Any,
+              gpu_memory_utilization: Any, max_num_seqs: Any, max_model_len: Any, enforce_eager: bool,
+              quantization: Any, kv_cache_dtype: Any, load_format: Any) -> int:
     engine = ef.engine_options(
         dtype=dtype, device=device, trust_remote_code=trust_remote_code, engine_arg=engine_arg,
         tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, max_model_len=max_model_len, enforce_eager=enforce_eager,
         quantization=quantization, kv_cache_dtype=kv_cache_dtype, load_format=load_format,
     )
-    profile = _profile(synchronous, concurrency, rate, max_concurrency)
+    sweep = sweep_request(target, concurrency, rate, input_tokens, max_tokens, mode.auto)
+    concurrency_n = int_value(sweep.first("concurrency", concurrency), "--concurrency")
+    rate_r = float_value(sweep.first("rate", rate), "--rate")
+    input_tokens = sweep.first("input_tokens", input_tokens)
+    max_tokens = sweep.first("output_tokens", max_tokens)
+    profile = _profile(synchronous, concurrency_n, rate_r, max_concurrency)
     overrides: dict[str, Any] = {
-        "target": _normalise_target(target) if target else None,
+        "target": _normalise_target(target[0]) if target else None,
         "api": api,
         "stream": False if no_stream else None,
         "model": model,
@@ -124,8 +150,8 @@ def run(
         "tokenizer": tokenizer,
         "seed": seed,
         "profile": profile,
-        "concurrency": concurrency,
-        "rate": rate,
+        "concurrency": concurrency_n,
+        "rate": rate_r,
         "arrival": arrival,
         "burstiness": burstiness,
         "max_concurrency": max_concurrency,
@@ -140,18 +166,20 @@ def run(
     cfg = config_from_sources(scenario, overrides)
     if input_tokens and dataset is None and cfg.dataset == "builtin":
         cfg = cfg.model_copy(update={"dataset": "synthetic"})
-    return execute(cfg, quiet=quiet, plain=plain, overwrite=overwrite, html=html, engine=engine)
+    targets = [_normalise_target(t) for t in target] if target else [None]
+    plan = mode.plan(sweep, targets)
+    return execute(cfg, quiet=quiet, plain=plain, overwrite=overwrite, html=html, engine=engine, plan=plan)
 
 
 def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwrite: bool = False, html: Path | None = None,
-            engine: EngineOptions | None = None) -> int:
+            engine: EngineOptions | None = None, plan: Plan | None = None) -> int:
     """Run a validated config with console output; returns the exit code."""
     from tokspeed.cli.exit_codes import exit_code_for
     from tokspeed.cli.fdlimit import ensure_fd_limit
     from tokspeed.cli.report_exports import prepare_run_html, write_run_html
     from tokspeed.cli.session import build_backend, build_workload
     from tokspeed.reports.console import Console
-    from tokspeed.runner.run import execute_run
+    from tokspeed.runner.run import execute_points, single_point
     from tokspeed.backends.embedded.defaults import describe_plan, embedded_defaults, is_embedded_target
     from tokspeed.backends.local_target import engine_kind
     from tokspeed.backends.vllm_offline.defaults import describe_offline, offline_defaults
@@ -163,10 +191,16 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
     out_dir = cfg.out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
     html_plan = prepare_run_html(html)  # a bad path or a missing extra fails before the run
     workload = build_workload(cfg)
-    offline_vllm = engine_kind(cfg.target) == "vllm"
+    offline_vllm = engine_kind(cfg.target) == "vllm" and plan is None
     if offline_vllm:  # the seed's offline throughput run unless a load profile was given
         cfg = offline_defaults(cfg, workload.describe())
-    backend = build_backend(cfg, workload, engine)
+
+    def build(point_cfg: RunConfig) -> Any:
+        point_workload = workload if point_cfg is cfg else build_workload(point_cfg)
+        return build_backend(point_cfg, point_workload, engine), point_workload
+
+    records: list[Any] = []
+    points = single_point(cfg, *build(cfg)) if plan is None else plan.points(cfg, build, lambda: records)
     console = Console(quiet=quiet, plain=plain)
     console.starting(cfg, out_dir)
     if embedded and not quiet:
@@ -174,7 +208,8 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
     if offline_vllm and not quiet:
         console.out.print(f"Measuring {describe_offline(cfg)}")
     with console.live(cfg) as observer:
-        outcome = _run_async(execute_run(cfg, backend, workload, out_dir, observer, overwrite=overwrite))
+        outcome = _run_async(execute_points(cfg, points, out_dir, observer, overwrite=overwrite))
+    records.extend(outcome.records)
     console.final(outcome)
     write_run_html(html_plan, outcome.result, outcome.records, outcome.directory)
     return exit_code_for(outcome, cfg)

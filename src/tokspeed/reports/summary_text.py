@@ -64,6 +64,13 @@ def _describe_workload(w: dict[str, Any]) -> str:
 
 def _describe_load(result: RunResult) -> str:
     cfg = result.config
+    if result.capacity is not None:
+        c = result.capacity
+        return f"capacity search by {c.by} to {c.precision:.0%} under {', '.join(c.slos)} · {len(result.benchmarks)} load points"
+    if result.sweep is not None:
+        s = result.sweep
+        what = "auto" if s.auto else (s.dimension or "targets")
+        return f"sweep over {what} · {len(result.benchmarks)} load points" + (f" on {len(s.targets)} targets" if len(s.targets) > 1 else "")
     bench = result.benchmarks[0] if result.benchmarks else None
     label = bench.name if bench else cfg.get("profile", "?")
     limit = f"{cfg['requests']} requests" if cfg.get("requests") else ""
@@ -166,8 +173,13 @@ def _one_line(text: str, limit: int) -> str:
 
 def render_result(result: RunResult) -> RenderableType:
     """The full printout of a run: header, per-iteration lines, table, totals, sample, warnings."""
+    from tokspeed.reports.sweep_text import findings, sweep_table
+
     parts: list[RenderableType] = [Text(line) for line in header_lines(result)]
-    for bench in result.benchmarks:
+    if len(result.benchmarks) > 1:
+        parts += [Text(""), sweep_table(result)]
+        parts += [Text(line, style="bold") for line in findings(result)]
+    for bench in result.benchmarks if len(result.benchmarks) == 1 else ():
         parts.append(Text(""))
         parts += [Text(line) for line in iteration_lines(bench)]
         parts.append(metric_table(bench))

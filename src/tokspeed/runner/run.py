@@ -152,6 +152,7 @@ class _Run:
         )
         self.records: list[RequestRecord] = []
         self.notes: list[str] = []
+        self.point_warnings: list[tuple[str, list[str]]] = []  # (benchmark name, its warnings)
         self.writer.write_run(self.result)
 
 
@@ -253,8 +254,7 @@ def _add_benchmark(run: _Run, point: LoadPoint, records: list[RequestRecord], se
     bench = build_benchmark(point.name, plan.describe(), records, point.cfg.slos)
     bench.target = served or None
     run.result.benchmarks.append(bench)
-    prefix = f"{point.name}: " if len(run.result.benchmarks) > 1 or point.name != plan.label() else ""
-    run.notes.extend(prefix + w for w in measurement_warnings(bench, point.cfg, records))
+    run.point_warnings.append((point.name, measurement_warnings(bench, point.cfg, records)))
     run.writer.write_run(run.result)
     return bench
 
@@ -270,9 +270,21 @@ def collect_samples(records: list[RequestRecord], workload: SpecSource, limit: i
     ]
 
 
+def grouped_warnings(per_point: list[tuple[str, list[str]]]) -> list[str]:
+    """One line per distinct warning; with several points, prefixed by the points it applies to."""
+    names: dict[str, list[str]] = {}
+    for name, warnings in per_point:
+        for w in warnings:
+            names.setdefault(w, []).append(name)
+    if len(per_point) <= 1:
+        return list(names)
+    every = len(per_point)
+    return [f"{'every point' if len(points) == every else ', '.join(points)}: {w}" for w, points in names.items()]
+
+
 def _finish(run: _Run) -> None:
     result = run.result
-    result.warnings = [*result.warnings, *run.notes]
+    result.warnings = [*result.warnings, *grouped_warnings(run.point_warnings), *run.notes]
     if result.status == "running":
         result.status = "failed"
     result.finished_at = now_iso()

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
+import numpy as np
+
 from tokspeed.backends.base import Backend
 from tokspeed.config import RunConfig
 from tokspeed.errors import ConfigError
 from tokspeed.load.capacity import Capacity, Outcome, Search
 from tokspeed.load.sweep import Sweep
-from tokspeed.metrics.fit import ttft_vs_input_tokens
-from tokspeed.records import RequestRecord
+from tokspeed.metrics.fit import fit_line
 from tokspeed.results import Benchmark, CapacityProbe, CapacityResult, SweepInfo
 from tokspeed.runner.run import LoadPoint, PointSource, Workload
 
 Build = Callable[[RunConfig], "tuple[Backend, Workload]"]
-RecordsOf = Callable[[], "list[RequestRecord]"]
 
 
 def point_config(base: RunConfig, overrides: dict[str, Any]) -> RunConfig:
@@ -42,9 +42,9 @@ def sweep_points(
     make_sweep: Callable[[], Sweep],
     build: Build,
     info: SweepInfo,
-    records: RecordsOf,
 ) -> PointSource:
     """Every point of the sweep, for each target in turn (the same workload on each)."""
+    lengths: list[tuple[float, float]] = []
     for target in targets:
         sweep = make_sweep()
         point = next(sweep)
@@ -52,24 +52,41 @@ def sweep_points(
             cfg = point_config(base, {**point.overrides, "target": target})
             name = point.label if len(targets) == 1 else f"{target or 'embedded'} · {point.label}"
             bench = yield LoadPoint(name, cfg, *build(cfg))
+            s = bench.summary
+            if s.input_tokens.mean is not None and s.ttft_ms.mean is not None:
+                lengths.append((s.input_tokens.mean, s.ttft_ms.mean))
             try:
-                point = sweep.send(bench.summary.throughput.requests_per_s)
+                point = sweep.send(s.throughput.requests_per_s)
             except StopIteration:
                 break
-    if info.dimension == "input_tokens":
-        info = info.model_copy(update={"ttft_vs_input_tokens": ttft_vs_input_tokens(records())})
+    if info.dimension == "input_tokens" and lengths:
+        x, y = (np.asarray(v, dtype=float) for v in zip(*lengths))
+        info = info.model_copy(update={"ttft_vs_input_tokens": fit_line(x, y)})
     return {"sweep": info}
 
 
-def capacity_points(base: RunConfig, by: str, search: Search, build: Build) -> PointSource:
-    """Probe load levels as the search asks until it settles; return the capacity."""
-    slos = [str(s) for s in base.slos if not s.per_request]
+def capacity_points(
+    base: RunConfig, by: str, make_search: Callable[[float], Search], start: float | None, build: Build
+) -> PointSource:
+    """Probe load levels as the search asks until it settles; return the capacity.
+
+    Without a given start, a rate search first measures one request at a time and starts
+    at twice that rate (what one stream achieves), so it does not crawl up from 1 req/s.
+    """
+    slos = [str(s) for s in base.slos if s.kind != "per_request"]
     if not slos:
         raise ConfigError(
             "capacity search needs at least one percentile or run-level SLO",
             hint="e.g. --slo 'ttft_p99_ms<=500' --slo 'itl_p99_ms<=50'",
         )
     probes: list[tuple[float, Benchmark]] = []
+    baseline_measured = start is None and by == "rate"
+    if baseline_measured:
+        cfg = point_config(base, {"profile": "synchronous"})
+        baseline = yield LoadPoint("baseline: synchronous", cfg, *build(cfg))
+        one_stream = baseline.summary.throughput.requests_per_s
+        start = 2 * one_stream if one_stream else None  # one stream's rate always "keeps up": begin above it
+    search = make_search(start or 1.0)
     value = next(search)
     while True:
         overrides = _probe_overrides(by, value)
@@ -80,7 +97,8 @@ def capacity_points(base: RunConfig, by: str, search: Search, build: Build) -> P
         try:
             value = search.send(_outcome(bench, by))
         except StopIteration as stop:
-            return {"capacity": _capacity_result(stop.value, by, slos, probes)}
+            first = 1 if baseline_measured else 0
+            return {"capacity": _capacity_result(stop.value, by, slos, probes, first)}
 
 
 def _probe_overrides(by: str, value: float) -> dict[str, Any]:
@@ -98,11 +116,12 @@ def _outcome(bench: Benchmark, by: str) -> Outcome:
 
 
 def _capacity_result(
-    cap: Capacity, by: str, slos: list[str], probes: list[tuple[float, Benchmark]]
+    cap: Capacity, by: str, slos: list[str], probes: list[tuple[float, Benchmark]], first_probe_index: int
 ) -> CapacityResult:
     logs: Iterator[Any] = iter(cap.probes)
+    offset = first_probe_index
     probe_models = [
-        CapacityProbe(value=value, passed=log.passed, reason=log.reason, benchmark=i)
+        CapacityProbe(value=value, passed=log.passed, reason=log.reason, benchmark=offset + i)
         for i, ((value, _), log) in enumerate(zip(probes, logs))
     ]
     best = _last_bench_at(cap.low, probes)

@@ -1,0 +1,118 @@
+"""`tokspeed sweep` and `tokspeed capacity`: every `run` option, plus what each adds.
+
+Both commands take exactly `run`'s options (their signatures are `run`'s, extended),
+so a flag means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Annotated, Any, Callable, Literal, Optional
+
+import typer
+
+from tokspeed.cli.plans import CapacityPlan, Mode
+from tokspeed.cli.run_cmd import dispatch, run
+from tokspeed.errors import ConfigError
+
+PANEL = "Sweep and capacity"
+
+SWEEP_HELP = """Measure a series of load points into one results directory.
+
+Sweep one dimension by giving it a list, or let --auto choose:
+
+  tokspeed sweep --target URL --concurrency 1,2,4,8,16,32
+
+  tokspeed sweep --target URL --rate 1,2,4,8,16 --arrival poisson
+
+  tokspeed sweep --target URL --input-tokens 128,512,2048,8192 --max-tokens 64 --synchronous
+
+  tokspeed sweep --target URL --auto          # synchronous, saturated, then rates in between
+
+  tokspeed sweep --target URL_A --target URL_B --concurrency 1,8   # the same workload on each target
+
+Each point is an ordinary benchmark (warm-up, limits, iterations) in run.json's benchmarks.
+"""
+
+CAPACITY_HELP = """Find the highest load at which every SLO holds (QPS under a latency budget).
+
+  tokspeed capacity --target URL --slo 'ttft_p99_ms<=500' --slo 'itl_p99_ms<=50'
+
+Brackets by doubling, bisects to --precision, and re-measures the best passing load so noise
+cannot fake a pass. A load the server cannot keep up with (achieved rate under 90% of offered)
+counts as a failure. Exit 0 when a capacity was found, 3 when no probed load met the SLOs.
+"""
+
+AUTO = inspect.Parameter(
+    "auto", inspect.Parameter.KEYWORD_ONLY, default=False,
+    annotation=Annotated[bool, typer.Option("--auto", help="Choose the points: synchronous, saturated throughput, then 6 rates in between.", rich_help_panel=PANEL)],
+)
+BY = inspect.Parameter(
+    "by", inspect.Parameter.KEYWORD_ONLY, default="rate",
+    annotation=Annotated[str, typer.Option("--by", help="Search over the offered rate (open loop) or the concurrency (closed loop). [default: rate]", rich_help_panel=PANEL)],
+)
+PRECISION = inspect.Parameter(
+    "precision", inspect.Parameter.KEYWORD_ONLY, default="5%",
+    annotation=Annotated[str, typer.Option("--precision", help="Stop when the bracket is this narrow relative to its low end (5% or 0.05). [default: 5%]", rich_help_panel=PANEL)],
+)
+START = inspect.Parameter(
+    "start", inspect.Parameter.KEYWORD_ONLY, default=None,
+    annotation=Annotated[Optional[float], typer.Option("--start", help="First load probed (req/s or concurrency). [default: a rate search starts at what one request at a time achieves; a concurrency search at 1]", rich_help_panel=PANEL)],
+)
+MAX_PROBES = inspect.Parameter(
+    "max_probes", inspect.Parameter.KEYWORD_ONLY, default=20,
+    annotation=Annotated[int, typer.Option("--max-probes", help="Give up after this many probes. [default: 20]", rich_help_panel=PANEL, min=2)],
+)
+
+
+def _extended(name: str, extra: list[inspect.Parameter], body: Callable[..., int]) -> Callable[..., int]:
+    """A command with run's options plus `extra`; `body(flags, **extras)` runs it."""
+    base = inspect.signature(run)
+    names = [p.name for p in extra]
+
+    def command(**kwargs: Any) -> int:
+        extras = {n: kwargs.pop(n) for n in names}
+        return body(kwargs, **extras)
+
+    hints = typing_hints(run)
+    params = [p.replace(annotation=hints[p.name]) for p in base.parameters.values()]
+    command.__signature__ = base.replace(parameters=params + extra)  # type: ignore[attr-defined]
+    command.__name__ = name
+    return command
+
+
+def typing_hints(func: Callable[..., Any]) -> dict[str, Any]:
+    import typing
+
+    return typing.get_type_hints(func, include_extras=True)
+
+
+def _sweep(flags: dict[str, Any], *, auto: bool) -> int:
+    return dispatch(flags, Mode(command="sweep", auto=auto))
+
+
+def _capacity(flags: dict[str, Any], *, by: str, precision: str, start: float | None, max_probes: int) -> int:
+    if by not in ("rate", "concurrency"):
+        raise ConfigError(f"--by {by!r}: search by rate or concurrency")
+    plan = CapacityPlan(by=by_value(by), precision=parse_precision(precision), start=start, max_probes=max_probes)
+    return dispatch(flags, Mode(command="capacity", capacity=plan))
+
+
+def by_value(text: str) -> Literal["rate", "concurrency"]:
+    return "rate" if text == "rate" else "concurrency"
+
+
+def parse_precision(text: str) -> float:
+    """`5%` or `0.05` -> 0.05."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"--precision {text!r} is not a percentage", hint="e.g. --precision 5%") from exc
+    if not 0 < value < 1:
+        raise ConfigError(f"--precision must be between 0% and 100%, not {text}")
+    return value
+
+
+sweep = _extended("sweep", [AUTO], _sweep)
+capacity = _extended("capacity", [BY, PRECISION, START, MAX_PROBES], _capacity)

@@ -1,0 +1,95 @@
+"""Sweeps and capacity search against simulators with known answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from harness import SimServer, load_json, records, run_cli
+
+
+def sweep(*args: str) -> dict:
+    p = run_cli(*args, "--plain", timeout=300)
+    assert p.returncode in (0, 3), p.stdout + p.stderr
+    out = Path(args[args.index("--out") + 1])
+    return load_json(out / "run.json")
+
+
+def test_concurrency_sweep_stores_each_point_as_a_benchmark(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    sim = start_sim("--ttft-ms", "20", "--itl-ms", "2", "--max-concurrency", "2")
+    out = tmp_path / "s"
+    result = sweep("sweep", "--target", sim.url, "--concurrency", "1,2,4", "--requests", "12", "--max-tokens", "8",
+                   "--warmup", "2", "--out", str(out))
+    assert [b["name"] for b in result["benchmarks"]] == ["concurrency 1", "concurrency 2", "concurrency 4"]
+    assert [b["profile"]["concurrency"] for b in result["benchmarks"]] == [1, 2, 4]
+    assert result["sweep"]["dimension"] == "concurrency" and result["sweep"]["values"] == [1, 2, 4]
+    rps = [b["summary"]["throughput"]["requests_per_s"] for b in result["benchmarks"]]
+    assert rps[1] == pytest.approx(2 * rps[0], rel=0.15)  # two servers busy
+    assert rps[2] == pytest.approx(rps[1], rel=0.15)  # the server serves 2 at once: no more throughput
+    ttft = [b["summary"]["ttft_ms"]["p50"] for b in result["benchmarks"]]
+    assert ttft[2] > ttft[1] + 15  # queueing appears in TTFT
+    recs = records(out)
+    assert sorted({r["benchmark"] for r in recs}) == [0, 1, 2]
+    assert all(sum(1 for r in recs if r["benchmark"] == i and not r["warmup"]) == 12 for i in range(3))
+    p = run_cli("report", str(out))
+    assert p.returncode == 0 and "concurrency 4" in p.stdout and "Load points" in p.stdout
+
+
+def test_input_length_sweep_recovers_prefill_cost(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    sim = start_sim("--ttft-ms", "10", "--itl-ms", "1", "--per-prompt-token-us", "200")
+    result = sweep("run", "--target", sim.url, "--input-tokens", "64,256,512", "--max-tokens", "4",
+                   "--requests", "5", "--warmup", "1", "--out", str(tmp_path / "s"))
+    fit = result["sweep"]["ttft_vs_input_tokens"]
+    assert fit["slope_ms_per_1k_tokens"] == pytest.approx(200, rel=0.1)
+    assert fit["intercept_ms"] == pytest.approx(10, abs=4)
+    assert [b["summary"]["input_tokens"]["mean"] for b in result["benchmarks"]] == [64, 256, 512]
+
+
+def test_sweep_over_two_targets_labels_both(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    fast = start_sim("--ttft-ms", "10", "--itl-ms", "1", "--model", "fast")
+    slow = start_sim("--ttft-ms", "40", "--itl-ms", "1", "--model", "slow")
+    result = sweep("sweep", "--target", fast.url, "--target", slow.url, "--requests", "6", "--max-tokens", "4",
+                   "--warmup", "1", "--out", str(tmp_path / "s"))
+    names = [b["name"] for b in result["benchmarks"]]
+    assert len(names) == 2 and fast.url in names[0] and slow.url in names[1]
+    assert [b["target"]["model"] for b in result["benchmarks"]] == ["fast", "slow"]
+    ttft = [b["summary"]["ttft_ms"]["p50"] for b in result["benchmarks"]]
+    assert ttft[1] - ttft[0] == pytest.approx(30, abs=5)
+
+
+def test_capacity_by_rate_finds_the_analytic_answer(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    # 4 slots, 20 ms + 15 x 2 ms = 50 ms per request: 80 req/s; beyond it requests queue and TTFT explodes
+    sim = start_sim("--ttft-ms", "20", "--itl-ms", "2", "--max-concurrency", "4")
+    p = run_cli("capacity", "--target", sim.url, "--dataset", "synthetic", "--input-tokens", "32", "--max-tokens", "16",
+                "--arrival", "constant", "--requests", "60", "--warmup", "2", "--start", "40", "--precision", "5%",
+                "--slo", "ttft_p99_ms<=40", "--out", str(tmp_path / "c"), "--plain", timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    cap = load_json(tmp_path / "c" / "run.json")["capacity"]
+    assert cap["value"] == pytest.approx(80, rel=0.08)
+    assert cap["low"] <= cap["value"] < cap["high"] and (cap["high"] - cap["low"]) <= 0.05 * cap["low"] + 1e-9
+    assert cap["probes"][-1]["passed"] and cap["probes"][-1]["value"] == cap["value"]  # re-confirmed
+    assert "Capacity:" in p.stdout
+
+
+def test_capacity_by_concurrency(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    sim = start_sim("--ttft-ms", "20", "--itl-ms", "2", "--max-concurrency", "4")
+    p = run_cli("capacity", "--by", "concurrency", "--target", sim.url, "--max-tokens", "10", "--requests", "16",
+                "--warmup", "0", "--slo", "ttft_p99_ms<=35", "--out", str(tmp_path / "c"), "--plain", timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    cap = load_json(tmp_path / "c" / "run.json")["capacity"]
+    assert cap["value"] == 4 and cap["high"] == 5
+
+
+def test_auto_sweep_and_nothing_to_sweep(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    sim = start_sim("--ttft-ms", "5", "--itl-ms", "1", "--max-concurrency", "8")
+    result = sweep("sweep", "--auto", "--target", sim.url, "--requests", "16", "--max-tokens", "4", "--warmup", "2",
+                   "--out", str(tmp_path / "a"))
+    names = [b["name"] for b in result["benchmarks"]]
+    assert names[0] == "synchronous" and names[1].startswith("throughput") and len(names) == 8
+    rates = [b["profile"]["rate"] for b in result["benchmarks"][2:]]
+    assert rates == sorted(rates)
+    p = run_cli("sweep", "--target", sim.url, "--out", str(tmp_path / "n"))
+    assert p.returncode == 2 and "nothing to sweep" in p.stderr
