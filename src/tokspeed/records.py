@@ -161,9 +161,14 @@ class RequestRecord:
         }
 
     @classmethod
-    def from_json_dict(cls, d: dict[str, Any]) -> RequestRecord:
-        """Inverse of `to_json_dict`; times stay on the epoch scale (differences are unchanged)."""
-        sent = int(d["sent_ns"])
+    def from_json_dict(cls, d: dict[str, Any], epoch_offset_ns: int = 0) -> RequestRecord:
+        """Inverse of `to_json_dict`. Times stay on the epoch scale (differences are unchanged),
+        or, given the run's `epoch_offset_ns`, return to the monotonic clock they were taken on."""
+
+        def mono(t: int | None) -> int | None:
+            return None if t is None else t - epoch_offset_ns
+
+        sent = int(d["sent_ns"]) - epoch_offset_ns
         src_in = d.get("input_tokens_source")
         src_out = d.get("output_tokens_source")
         kind = d.get("error_kind")
@@ -171,12 +176,12 @@ class RequestRecord:
             index=int(d["index"]),
             iteration=int(d.get("iteration", 1)),
             warmup=bool(d.get("warmup", False)),
-            scheduled_ns=int(d["scheduled_ns"]),
+            scheduled_ns=int(d["scheduled_ns"]) - epoch_offset_ns,
             sent_ns=sent,
-            first_token_ns=d.get("first_token_ns"),
-            first_content_ns=d.get("first_content_ns"),
-            end_ns=d.get("end_ns"),
-            chunk_ns=[sent + int(o) for o in d.get("chunk_offsets_ns") or ()],
+            first_token_ns=mono(d.get("first_token_ns")),
+            first_content_ns=mono(d.get("first_content_ns")),
+            end_ns=mono(d.get("end_ns")),
+            chunk_ns=_chunk_times(sent, d.get("chunk_offsets_ns") or ()),
             chunk_tokens=d.get("chunk_tokens"),
             reasoning_chunks=int(d.get("reasoning_chunks") or 0),
             input_tokens=d.get("input_tokens"),
@@ -199,3 +204,14 @@ class RequestRecord:
 
 def _enum_value(e: Enum | None) -> Any:
     return None if e is None else e.value
+
+
+def _chunk_times(sent: int, offsets: list[int]) -> list[int]:
+    """Chunk times from offsets; chunks read at the same instant share one int, as they did in memory."""
+    times: list[int] = []
+    last_offset, last = None, 0
+    for o in offsets:
+        if o != last_offset:
+            last_offset, last = o, sent + int(o)
+        times.append(last)
+    return times

@@ -4,7 +4,9 @@
 once), appends each finished request to `requests.jsonl` and flushes it, and
 rewrites `run.json` atomically at the start and the end of a run, so a crash
 or Ctrl-C leaves every finished request on disk and a run.json that says how
-far it got. `load_run` reads a directory back; when `run.json` is missing, or
+far it got. The runner keeps no records in memory: it reads each load point's
+records back (`read_records(path, benchmark=i)`) to summarise that point.
+`load_run` reads a directory back; when `run.json` is missing, or
 still says "running" (the process was killed), it rebuilds the summaries from
 `requests.jsonl`.
 """
@@ -12,6 +14,7 @@ still says "running" (the process was killed), it rebuilds the summaries from
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -171,27 +174,54 @@ class ResultsWriter:
         tmp.write_bytes(result.to_json_bytes())
         os.replace(tmp, self.directory / RUN_FILE)
 
+    @property
+    def requests_path(self) -> Path:
+        return self.directory / REQUESTS_FILE
+
+    def position(self) -> int:
+        """Bytes in requests.jsonl so far: where the next record will start (every append is flushed)."""
+        return self._requests.tell()
+
     def close(self) -> None:
         self._requests.close()
 
 
-def read_records(path: Path) -> list[RequestRecord]:
-    """Read requests.jsonl; a torn last line (crash mid-write) is skipped, other bad lines are errors."""
+def read_records(
+    path: Path, benchmark: int | None = None, offset: int = 0, epoch_offset_ns: int = 0
+) -> list[RequestRecord]:
+    """Read requests.jsonl (or one load point of it); see `iter_records`."""
+    return list(iter_records(path, benchmark, offset, epoch_offset_ns))
+
+
+def iter_records(
+    path: Path, benchmark: int | None = None, offset: int = 0, epoch_offset_ns: int = 0
+) -> Iterator[RequestRecord]:
+    """Stream requests.jsonl one record at a time, from byte `offset`, only load point `benchmark` if given.
+
+    Times stay on the epoch scale unless the run's `epoch_offset_ns` is given (then they are back on
+    the run's monotonic clock, as the runner held them). A torn last line (crash mid-write) is
+    skipped; other bad lines are errors.
+    """
+    where = str(path) if not offset else f"{path} (from byte {offset})"
     try:
-        lines = path.read_bytes().splitlines()
+        with open(path, "rb") as f:
+            f.seek(offset)
+            lines = iter(f)
+            line, n = next(lines, None), 1
+            while line is not None:
+                following = next(lines, None)  # one line ahead: is this the last?
+                if line.strip():
+                    try:
+                        record = RequestRecord.from_json_dict(orjson.loads(line), epoch_offset_ns)
+                    except (orjson.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
+                        if following is None:
+                            return
+                        raise ResultsError(f"{where}:{n}: not a tokspeed request record ({exc})") from exc
+                    if benchmark is None or record.benchmark == benchmark:
+                        yield record
+                line, n = following, n + 1
     except OSError as exc:
         raise ResultsError(f"cannot read {path}: {exc.strerror}") from exc
-    records: list[RequestRecord] = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            records.append(RequestRecord.from_json_dict(orjson.loads(line)))
-        except (orjson.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
-            if n == len(lines):
-                break
-            raise ResultsError(f"{path}:{n}: not a tokspeed request record ({exc})") from exc
-    return records
 
 
 def build_benchmark(
@@ -227,16 +257,15 @@ def load_run(directory: Path) -> tuple[RunResult, list[RequestRecord]]:
                 hint="upgrade tokspeed to read newer results",
             )
         result = RunResult.model_validate(data)
-        if result.status == "running" and not result.benchmarks and records:
+        if result.status == "running" and records:
             result = _rebuilt_from_records(result, records)
         return result, records
     if not records:
         raise ResultsError(f"{directory} holds neither {RUN_FILE} nor any request in {REQUESTS_FILE}")
-    bench = build_benchmark("rebuilt", {"kind": "unknown"}, records, [])
     result = RunResult(
         status="interrupted",
         started_at="unknown",
-        benchmarks=[bench],
+        benchmarks=missing_benchmarks([], records, [], {"kind": "unknown"}),
         warnings=[f"{RUN_FILE} was missing: summary rebuilt from {REQUESTS_FILE}; config and environment unknown"],
     )
     return result, records
@@ -246,9 +275,27 @@ def _rebuilt_from_records(result: RunResult, records: list[RequestRecord]) -> Ru
     """A run whose process died before writing its summary (run.json still says "running")."""
     slos = [parse_slo(s) for s in result.config.get("slo") or []]
     profile = {"kind": result.config.get("profile", "unknown")}
-    bench = build_benchmark(str(profile["kind"]), profile, records, slos)
+    rebuilt = missing_benchmarks(result.benchmarks, records, slos, profile)
     note = (
         f"{RUN_FILE} says the run never finished (the process was killed?): "
         f"summary rebuilt from the {len(records)} requests in {REQUESTS_FILE}"
+        + (f" ({len(rebuilt)} unfinished load points)" if len(rebuilt) > 1 else "")
     )
-    return result.model_copy(update={"status": "interrupted", "benchmarks": [bench], "warnings": [*result.warnings, note]})
+    return result.model_copy(
+        update={"status": "interrupted", "benchmarks": [*result.benchmarks, *rebuilt], "warnings": [*result.warnings, note]}
+    )
+
+
+def missing_benchmarks(
+    saved: list[Benchmark], records: list[RequestRecord], slos: list[SLO], profile: dict[str, Any]
+) -> list[Benchmark]:
+    """Summaries for the load points whose records are on disk but whose summary is not (by `benchmark`)."""
+    groups: dict[int, list[RequestRecord]] = {}
+    for r in records:
+        if r.benchmark >= len(saved):
+            groups.setdefault(r.benchmark, []).append(r)
+    name = "rebuilt" if profile.get("kind", "unknown") == "unknown" else str(profile["kind"])
+    return [
+        build_benchmark(name if len(groups) == 1 else f"point {i + 1} (rebuilt)", profile, recs, slos)
+        for i, recs in sorted(groups.items())
+    ]

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
 
 from tokspeed.records import ErrorKind, RequestRecord, Status
-from tokspeed.runner.guard import LOST_AFTER, ErrorRateGuard, RunStopped, run_guarded, target_lost
+from tokspeed.runner.guard import (
+    LOST_AFTER,
+    STREAK_KEEP,
+    ErrorRateGuard,
+    RunStopped,
+    TargetWatch,
+    run_guarded,
+    target_lost,
+)
 
 
 def rec(i: int, status: Status = Status.OK, kind: ErrorKind | None = None, warmup: bool = False) -> RequestRecord:
@@ -87,3 +96,104 @@ def test_target_lost_needs_trailing_connection_failures_after_a_success() -> Non
     assert target_lost(ok + gone + [rec(99)]) is None  # it came back
     http = [rec(10 + i, Status.ERROR, ErrorKind.HTTP) for i in range(LOST_AFTER)]
     assert target_lost(ok + http) is None  # answering, with errors
+
+
+def _sorted_verdict(records: list[RequestRecord]) -> str | None:
+    """The verdict as `target_lost` gave it before it was incremental: sort everything, scan back."""
+    finished = sorted(
+        (r for r in records if not r.warmup and r.status is not Status.INCOMPLETE and r.end_ns is not None),
+        key=lambda r: r.end_ns or 0,
+    )
+    trailing = 0
+    for r in reversed(finished):
+        if r.status is not Status.ERROR or r.error_kind not in (ErrorKind.CONNECT, ErrorKind.BROKEN):
+            break
+        trailing += 1
+    if trailing < LOST_AFTER or trailing == len(finished):
+        return None
+    start = min(r.sent_ns for r in finished)
+    at_s = ((finished[-trailing].end_ns or start) - start) / 1e9
+    return (
+        f"the target stopped answering {at_s:.1f} s into the run: the last {trailing} requests "
+        "could not connect or were cut off"
+    )
+
+
+def at(end_ms: int, status: Status = Status.OK, kind: ErrorKind | None = None, sent_ms: int = 0,
+       warmup: bool = False) -> RequestRecord:
+    r = RequestRecord(index=end_ms, iteration=1, warmup=warmup, scheduled_ns=0, sent_ns=sent_ms * 1_000_000,
+                      end_ns=end_ms * 1_000_000)
+    r.status, r.error_kind = status, kind
+    return r
+
+
+def fed(records: list[RequestRecord]) -> str | None:
+    watch = TargetWatch()
+    for r in records:
+        watch.record(r)
+    return watch.verdict()
+
+
+GONE = (Status.ERROR, ErrorKind.CONNECT)
+CRAFTED = {
+    "lost after successes": [at(i * 10, sent_ms=i) for i in range(5)] + [at(100 + i, *GONE) for i in range(6)],
+    "too few failures": [at(10), *[at(100 + i, *GONE) for i in range(LOST_AFTER - 1)]],
+    "never answered": [at(100 + i, *GONE) for i in range(8)],
+    "came back": [at(10), *[at(100 + i, *GONE) for i in range(6)], at(200)],
+    "http errors are answers": [at(10), *[at(100 + i, Status.ERROR, ErrorKind.HTTP) for i in range(6)]],
+    "an http error before the failures counts as not lost": [at(10, Status.ERROR, ErrorKind.HTTP),
+                                                              *[at(100 + i, *GONE) for i in range(5)]],
+    # fed out of end order: a success that ended before the last failures but arrived after them
+    "late success in the middle": [at(10), *[at(100 + i, *GONE) for i in range(10)], at(103)],
+    "late success after all": [at(10), *[at(100 + i, *GONE) for i in range(8)], at(150)],
+    "late failure before the success": [at(50), *[at(100 + i, *GONE) for i in range(5)], at(20, *GONE)],
+    "late first failure": [at(10), *[at(100 + i, *GONE) for i in range(5)], at(60, *GONE, sent_ms=1)],
+    # ties on end time: the one fed later sorts after
+    "tie, failure fed after success": [at(10), at(100), *[at(100, *GONE) for _ in range(5)]],
+    "tie, success fed after failures": [at(10), *[at(100, *GONE) for _ in range(5)], at(100)],
+    "warm-up, cancelled and end-less records are ignored": [
+        at(10), *[at(100 + i, *GONE) for i in range(5)], at(300, warmup=True),
+        at(301, Status.INCOMPLETE), RequestRecord(index=9, iteration=1, warmup=False, scheduled_ns=0),
+    ],
+    "earliest start from a late record": [at(50, sent_ms=40), *[at(100 + i, *GONE, sent_ms=60) for i in range(5)],
+                                          at(30, sent_ms=5)],
+    "end at zero": [at(0), at(0, *GONE), *[at(1, *GONE) for _ in range(5)]],
+}
+
+
+@pytest.mark.parametrize("name", list(CRAFTED))
+def test_target_watch_gives_the_sorted_verdict_on_crafted_sequences(name: str) -> None:
+    records = CRAFTED[name]
+    assert fed(records) == _sorted_verdict(records) == target_lost(records)
+
+
+def test_target_watch_gives_the_sorted_verdict_on_shuffled_runs() -> None:
+    rng = random.Random(5)
+    kinds = [(Status.OK, None), GONE, (Status.ERROR, ErrorKind.BROKEN), (Status.ERROR, ErrorKind.HTTP),
+             (Status.INCOMPLETE, None)]
+    lost = 0
+    for _ in range(2000):
+        n = rng.randint(0, 40)
+        died = rng.randint(0, 60)  # requests ending after this mostly fail to connect
+        records = []
+        for i in range(n):
+            end = rng.randint(0, 60)
+            status, kind = GONE if end >= died and rng.random() < 0.9 else rng.choice(kinds)
+            records.append(at(end, status, kind, sent_ms=rng.randint(0, end), warmup=rng.random() < 0.05))
+        # fed roughly in end order, with some records delivered late
+        records.sort(key=lambda r: (r.end_ns or 0) + rng.randint(0, 3) * 1_000_000)
+        verdict = fed(records)
+        assert verdict == _sorted_verdict(records)
+        lost += verdict is not None
+    assert lost > 100  # the generator exercised the lost case
+
+
+def test_target_watch_counts_a_long_streak_in_bounded_memory() -> None:
+    records = [at(1), *[at(10 + i, *GONE) for i in range(STREAK_KEEP * 3)]]
+    watch = TargetWatch()
+    for r in records:
+        watch.record(r)
+    assert len(watch.streak) <= STREAK_KEEP
+    assert watch.verdict() == _sorted_verdict(records)
+    watch.record(at(10 + STREAK_KEEP * 3))  # it came back
+    assert watch.verdict() is None and not watch.streak and not watch.older

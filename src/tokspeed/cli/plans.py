@@ -10,7 +10,7 @@ the runner's point source.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from tokspeed.config import RunConfig
 from tokspeed.errors import ConfigError
@@ -74,11 +74,8 @@ def float_value(text: str | None, flag: str) -> float | None:
     return value
 
 
-Records = Callable[[], "list[Any]"]
-
-
 class Plan(Protocol):
-    def points(self, cfg: RunConfig, build: Build, records: Records) -> PointSource: ...
+    def points(self, cfg: RunConfig, build: Build) -> PointSource: ...
 
 
 @dataclass(frozen=True)
@@ -86,7 +83,7 @@ class SweepPlan:
     request: SweepRequest
     targets: list[str | None]
 
-    def points(self, cfg: RunConfig, build: Build, records: Records) -> PointSource:
+    def points(self, cfg: RunConfig, build: Build) -> PointSource:
         req = self.request
         info = SweepInfo(dimension=req.dimension, values=[float(v) for v in req.values], auto=req.auto,
                          targets=[t or "embedded" for t in self.targets])
@@ -111,7 +108,7 @@ class CapacityPlan:
     start: float | None
     max_probes: int
 
-    def points(self, cfg: RunConfig, build: Build, records: Records) -> PointSource:
+    def points(self, cfg: RunConfig, build: Build) -> PointSource:
         def search(start: float) -> Search:
             return capacity_search(start, self.precision, self.max_probes, integer=self.by == "concurrency")
 

@@ -199,8 +199,7 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
         point_workload = workload if point_cfg is cfg else build_workload(point_cfg)
         return build_backend(point_cfg, point_workload, engine), point_workload
 
-    records: list[Any] = []
-    points = single_point(cfg, *build(cfg)) if plan is None else plan.points(cfg, build, lambda: records)
+    points = single_point(cfg, *build(cfg)) if plan is None else plan.points(cfg, build)
     console = Console(quiet=quiet, plain=plain)
     console.starting(cfg, out_dir)
     if embedded and not quiet:
@@ -209,9 +208,9 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
         console.out.print(f"Measuring {describe_offline(cfg)}")
     with console.live(cfg) as observer:
         outcome = _run_async(execute_points(cfg, points, out_dir, observer, overwrite=overwrite))
-    records.extend(outcome.records)
     console.final(outcome)
-    write_run_html(html_plan, outcome.result, outcome.records, outcome.directory)
+    if html_plan is not None:  # the records are on disk, not in memory: read them back for the report
+        write_run_html(html_plan, outcome.result, outcome.load_records(), outcome.directory)
     return exit_code_for(outcome, cfg)
 
 

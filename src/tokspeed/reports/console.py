@@ -127,6 +127,6 @@ class Console:
             return
         self.out.print(render_result(result))
         if outcome.interrupted:
-            self.out.print(f"Interrupted: {len(outcome.records)} finished requests saved in {outcome.directory}")
+            self.out.print(f"Interrupted: {outcome.requests} finished requests saved in {outcome.directory}")
         else:
             self.out.print(f"Results: {outcome.directory}/run.json, {outcome.directory}/requests.jsonl")

@@ -3,13 +3,16 @@
 `ErrorRateGuard` implements `--max-error-rate`: once at least `min_requests` measured
 requests have finished (ok or error; cancelled ones do not count), a failed fraction above
 the limit cancels the phase in progress, and `run_guarded` turns that into `RunStopped`.
-`target_lost` is the verdict after a run: the last requests all failed to connect or were
-cut off, after earlier ones succeeded — the target died mid-run.
+`TargetWatch` gives the verdict after a load point: the last requests all failed to connect or
+were cut off, after earlier ones did not — the target died mid-run. It is fed each record as it
+finishes and keeps only what the verdict needs, so a long run holds no records for it;
+`target_lost` is the same verdict over a list of records.
 """
 
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_right, insort
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
@@ -18,6 +21,7 @@ from tokspeed.records import ErrorKind, RequestRecord, Status
 
 LOST_AFTER = 5  # this many trailing connection failures, after a success, mean the target went away
 _GONE = (ErrorKind.CONNECT, ErrorKind.BROKEN)
+STREAK_KEEP = 4096  # end times of trailing failures kept one by one; older ones are only counted
 
 
 class RunStopped(Exception):
@@ -76,27 +80,69 @@ async def run_guarded(phase: Coroutine[Any, Any, None], guard: ErrorRateGuard) -
     task.result()
 
 
+class TargetWatch:
+    """`target_lost`, fed one finished record at a time, without keeping the records.
+
+    The verdict orders measured, finished requests by end time (ties: in the order they were
+    fed). It needs only: the earliest `sent_ns`, the end of the latest request that did not fail
+    to connect or break off (`last_other`; None while there is none), and the end times of the
+    connect/broken failures ordered after it (`streak`, sorted). A record fed late, with an end
+    before some already in the streak, is placed where the sort would put it, so the verdict is
+    the same as sorting them all. Only the last STREAK_KEEP end times of a long streak are kept;
+    the older ones are counted (`older`, with the earliest end in `older_first_ns`): they would
+    matter only if a request were fed after thousands that ended later.
+    """
+
+    __slots__ = ("last_other", "older", "older_first_ns", "start_ns", "streak")
+
+    def __init__(self) -> None:
+        self.start_ns: int | None = None
+        self.last_other: int | None = None
+        self.streak: list[int] = []
+        self.older = 0
+        self.older_first_ns = 0
+
+    def record(self, r: RequestRecord) -> None:
+        """Count one finished request (warm-up, cancelled and end-less ones are ignored)."""
+        end = r.end_ns
+        if r.warmup or r.status is Status.INCOMPLETE or end is None:
+            return
+        self.start_ns = r.sent_ns if self.start_ns is None else min(self.start_ns, r.sent_ns)
+        if self.last_other is not None and end < self.last_other:
+            return  # ends before the latest success-or-other-error: never part of the trailing run
+        if r.status is Status.ERROR and r.error_kind in _GONE:
+            insort(self.streak, end)
+            if len(self.streak) > STREAK_KEEP:
+                self.older_first_ns = min(self.older_first_ns, self.streak[0]) if self.older else self.streak[0]
+                self.older += 1
+                del self.streak[0]
+            return
+        self.last_other = end
+        cut = bisect_right(self.streak, end)  # failures that ended by now (or fed before, at the same ns)
+        if cut:
+            self.older = 0
+            del self.streak[:cut]
+
+    def verdict(self) -> str | None:
+        """Why the target looks lost so far, or None (the message `target_lost` gives)."""
+        trailing = self.older + len(self.streak)
+        if trailing < LOST_AFTER or self.last_other is None or self.start_ns is None:
+            return None
+        first_end = self.older_first_ns if self.older else self.streak[0]
+        at_s = ((first_end or self.start_ns) - self.start_ns) / 1e9
+        return (
+            f"the target stopped answering {at_s:.1f} s into the run: the last {trailing} requests "
+            "could not connect or were cut off"
+        )
+
+
 def target_lost(records: Iterable[RequestRecord]) -> str | None:
     """Why the run looks like its target died mid-run, or None.
 
     True when the last LOST_AFTER or more finished measured requests (by end time) all failed
     to connect or broke off, and at least one request before them did not.
     """
-    finished = sorted(
-        (r for r in records if not r.warmup and r.status is not Status.INCOMPLETE and r.end_ns is not None),
-        key=lambda r: r.end_ns or 0,
-    )
-    trailing = 0
-    for r in reversed(finished):
-        if r.status is not Status.ERROR or r.error_kind not in _GONE:
-            break
-        trailing += 1
-    if trailing < LOST_AFTER or trailing == len(finished):
-        return None
-    first_lost = finished[-trailing]
-    start = min(r.sent_ns for r in finished)
-    at_s = ((first_lost.end_ns or start) - start) / 1e9
-    return (
-        f"the target stopped answering {at_s:.1f} s into the run: the last {trailing} requests "
-        "could not connect or were cut off"
-    )
+    watch = TargetWatch()
+    for r in records:
+        watch.record(r)
+    return watch.verdict()

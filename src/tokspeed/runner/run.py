@@ -4,14 +4,21 @@ Order of events, each visible on disk: run.json (status "running") is written
 before the first request; every request is appended to requests.jsonl as it
 finishes; run.json is rewritten with the summaries when the run ends, however
 it ends (complete, interrupted by Ctrl-C, or failed).
+
+Memory: records are not kept once they are on disk. While a load point runs, the
+runner holds counts and bounded state only (the first few sample responses, the
+target-lost watch). When the point ends, its records are read back from
+requests.jsonl, all at once, to build its summary: peak memory is one point's
+records, not the whole run's, and nothing accumulates while a point runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import heapq
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generator, Protocol
 
@@ -21,10 +28,19 @@ from tokspeed.environment import capture_environment
 from tokspeed.errors import TokspeedError
 from tokspeed.load.plan import LoadPlan
 from tokspeed.records import RequestRecord
-from tokspeed.results import Benchmark, ResultsWriter, RunResult, Sample, build_benchmark, now_iso
+from tokspeed.results import (
+    REQUESTS_FILE,
+    Benchmark,
+    ResultsWriter,
+    RunResult,
+    Sample,
+    build_benchmark,
+    now_iso,
+    read_records,
+)
 from tokspeed.runner.checks import measurement_warnings
 from tokspeed.runner.executor import Phase, SpecSource, run_phase
-from tokspeed.runner.guard import ErrorRateGuard, RunStopped, run_guarded, target_lost
+from tokspeed.runner.guard import ErrorRateGuard, RunStopped, TargetWatch, run_guarded
 
 WARMUP_INDEX_BASE = 1_000_000_000  # warm-up requests use spec indices from here on
 SAMPLE_CHARS = 2000
@@ -63,13 +79,19 @@ class NullObserver:
 
 @dataclass
 class RunOutcome:
+    """How a run ended. Its records are on disk, not here: `load_records()` reads them back."""
+
     result: RunResult
-    records: list[RequestRecord]
     directory: Path
+    requests: int = 0  # records written to requests.jsonl (warm-up, failed and cancelled included)
 
     @property
     def interrupted(self) -> bool:
         return self.result.status == "interrupted"
+
+    def load_records(self) -> list[RequestRecord]:
+        """Every record of the run, read from requests.jsonl at once (for reports made at the end)."""
+        return read_records(self.directory / REQUESTS_FILE)
 
 
 class Workload(SpecSource, Protocol):
@@ -139,7 +161,7 @@ async def execute_run(
 
 
 class _Run:
-    """The state of a run in progress: its files, its result so far, its records."""
+    """The state of a run in progress: its files, its result so far, how many records it wrote."""
 
     def __init__(self, cfg: RunConfig, out_dir: Path, overwrite: bool) -> None:
         self.cfg = cfg
@@ -150,7 +172,7 @@ class _Run:
             config=cfg.redacted_dump(),
             environment=capture_environment(),
         )
-        self.records: list[RequestRecord] = []
+        self.requests = 0  # records written so far (none is kept in memory)
         self.notes: list[str] = []
         self.point_warnings: list[tuple[str, list[str]]] = []  # (benchmark name, its warnings)
         self.writer.write_run(self.result)
@@ -174,14 +196,13 @@ async def execute_points(
     obs = observer or NullObserver()
     run = _Run(cfg, out_dir, overwrite)
     point: LoadPoint | None = None
-    point_records: list[RequestRecord] = []
-    served: dict[str, Any] = {}
+    state: _PointState | None = None
     try:
         point = next(points)
         while True:
-            point_records, served = [], {}
-            await _run_point(run, point, len(run.result.benchmarks), point_records, served, obs)
-            bench = _add_benchmark(run, point, point_records, served)
+            state = _PointState(index=len(run.result.benchmarks), offset=run.writer.position())
+            await _run_point(run, point, state, obs)
+            bench = _add_benchmark(run, point, state)
             point = None
             try:
                 point = points.send(bench)
@@ -200,30 +221,66 @@ async def execute_points(
         run.result.status, run.result.error = "failed", str(exc)
         raise
     finally:
-        if point is not None and point_records:
-            _add_benchmark(run, point, point_records, served)
+        if point is not None and state is not None and state.finished:
+            _add_benchmark(run, point, state)
         _finish(run)
         if point is not None:
             await point.backend.close()
-    return RunOutcome(result=run.result, records=run.records, directory=out_dir)
+    return RunOutcome(result=run.result, directory=out_dir, requests=run.requests)
 
 
-async def _run_point(
-    run: _Run,
-    point: LoadPoint,
-    index: int,
-    point_records: list[RequestRecord],
-    served: dict[str, Any],
-    obs: Observer,
-) -> None:
-    """Start the point's backend, warm up, run its iterations; `served` receives the TargetInfo."""
+class SampleKeeper:
+    """The first `limit` measured responses by (iteration, index), fed one record at a time.
+
+    Keeps at most `limit` texts (cut to SAMPLE_CHARS), never the records.
+    """
+
+    def __init__(self, limit: int = SAMPLE_OUTPUTS) -> None:
+        self.limit = limit
+        self._fed = 0
+        self._kept: list[tuple[int, int, int, str]] = []  # heap of (-iteration, -index, -fed, text): worst first
+
+    def record(self, r: RequestRecord) -> None:
+        if not r.ok or r.warmup or r.output_text is None or self.limit <= 0:
+            return
+        self._fed += 1
+        item = (-r.iteration, -r.index, -self._fed, r.output_text[:SAMPLE_CHARS])
+        if len(self._kept) < self.limit:
+            heapq.heappush(self._kept, item)
+        elif item > self._kept[0]:
+            heapq.heapreplace(self._kept, item)
+
+    def samples(self, workload: SpecSource) -> list[Sample]:
+        """The kept responses with their prompts, first (iteration, index) first."""
+        return [
+            Sample(index=-index, prompt=workload.request(-index).prompt_text()[:SAMPLE_CHARS], response=text)
+            for _, index, _, text in sorted(self._kept, reverse=True)
+        ]
+
+
+@dataclass
+class _PointState:
+    """What a load point in progress keeps: where its records start on disk, counts, bounded state."""
+
+    index: int  # its position in run.json's benchmarks (each record's `benchmark`)
+    offset: int  # where its records start in requests.jsonl
+    finished: int = 0  # records written
+    served: dict[str, Any] = field(default_factory=dict)  # the TargetInfo of its backend
+    samples: SampleKeeper = field(default_factory=SampleKeeper)
+    watch: TargetWatch = field(default_factory=TargetWatch)
+
+
+async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Observer) -> None:
+    """Start the point's backend, warm up, run its iterations; each record goes to disk, not to memory."""
     guard = ErrorRateGuard(point.cfg.max_error_rate)
 
     def on_record(record: RequestRecord) -> None:
-        record.benchmark = index
+        record.benchmark = state.index
         run.writer.append(record)
-        run.records.append(record)
-        point_records.append(record)
+        run.requests += 1
+        state.finished += 1
+        state.samples.record(record)
+        state.watch.record(record)
         obs.record(record)
         guard.record(record)
 
@@ -231,9 +288,9 @@ async def _run_point(
         run.result.workload = point.workload.describe()
     plan = plan_from_config(point.cfg)
     info = await point.backend.start()
-    served.update(dataclasses.asdict(info))
+    state.served.update(dataclasses.asdict(info))
     if not run.result.target:
-        run.result.target = dict(served)
+        run.result.target = dict(state.served)
     run.writer.write_run(run.result)
     obs.target_ready(info)
     try:
@@ -243,31 +300,22 @@ async def _run_point(
             obs.phase_finished(phase)
     finally:
         if not run.result.samples:
-            run.result.samples = collect_samples(point_records, point.workload)
+            run.result.samples = state.samples.samples(point.workload)
     await point.backend.close()
-    if (lost := target_lost(point_records)) is not None:
+    if (lost := state.watch.verdict()) is not None:
         raise RunStopped(lost)
 
 
-def _add_benchmark(run: _Run, point: LoadPoint, records: list[RequestRecord], served: dict[str, Any]) -> Benchmark:
+def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark:
+    """Summarise a finished (or stopped) point from its records, read back from requests.jsonl at once."""
+    records = read_records(run.writer.requests_path, state.index, state.offset, run.writer.epoch_offset_ns)
     plan = plan_from_config(point.cfg)
     bench = build_benchmark(point.name, plan.describe(), records, point.cfg.slos)
-    bench.target = served or None
+    bench.target = state.served or None
     run.result.benchmarks.append(bench)
     run.point_warnings.append((point.name, measurement_warnings(bench, point.cfg, records)))
     run.writer.write_run(run.result)
     return bench
-
-
-def collect_samples(records: list[RequestRecord], workload: SpecSource, limit: int = SAMPLE_OUTPUTS) -> list[Sample]:
-    """The first few measured prompts with the responses they got (as the seed's script prints)."""
-    kept = sorted((r for r in records if r.ok and not r.warmup and r.output_text is not None),
-                  key=lambda r: (r.iteration, r.index))
-    return [
-        Sample(index=r.index, prompt=workload.request(r.index).prompt_text()[:SAMPLE_CHARS],
-               response=(r.output_text or "")[:SAMPLE_CHARS])
-        for r in kept[:limit]
-    ]
 
 
 def grouped_warnings(per_point: list[tuple[str, list[str]]]) -> list[str]:
