@@ -34,6 +34,7 @@ from tokspeed.backends.embedded.tokenizer import (
     format_chat,
     load_tokenizer,
 )
+from tokspeed.backends.inprocess import fail, set_chunks
 from tokspeed.errors import TargetError
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status, TokenSource
 
@@ -145,7 +146,7 @@ class EmbeddedBackend:
         problem = self._refuse(len(ids), n)
         record.sent_ns = perf_counter_ns()
         if problem is not None:
-            _fail(record, Status.ERROR, ErrorKind.OTHER, problem)
+            fail(record, Status.ERROR, ErrorKind.OTHER, problem)
             return
         job = Job(prompt_ids=ids, max_new_tokens=n, sampling=self._sampling)
         self._engine.submit(job)
@@ -153,8 +154,8 @@ class EmbeddedBackend:
             await asyncio.wrap_future(job.future)
         except asyncio.CancelledError:
             job.cancelled.set()
-            _copy_tokens(record, list(job.token_ns))
-            _fail(record, Status.INCOMPLETE, None, "cancelled before completion")
+            set_chunks(record, job.token_ns, [1] * len(job.token_ns))
+            fail(record, Status.INCOMPLETE, None, "cancelled before completion")
             raise
         self._finish(record, job)
 
@@ -175,10 +176,10 @@ class EmbeddedBackend:
         return None
 
     def _finish(self, record: RequestRecord, job: Job) -> None:
-        _copy_tokens(record, job.token_ns)
+        set_chunks(record, job.token_ns, [1] * len(job.token_ns))
         record.end_ns = job.end_ns
         if job.error is not None:
-            _fail(record, Status.ERROR, ErrorKind.OTHER, f"generation failed: {job.error}")
+            fail(record, Status.ERROR, ErrorKind.OTHER, f"generation failed: {job.error}")
             return
         record.output_tokens, record.output_tokens_source = len(job.token_ns), TokenSource.ENGINE
         record.finish_reason = "length"
@@ -204,15 +205,3 @@ def _sampling_kwargs(sampling: dict[str, Any]) -> dict[str, Any]:
         out["top_p"] = float(sampling["top_p"])
     return out
 
-
-def _copy_tokens(record: RequestRecord, token_ns: list[int]) -> None:
-    record.chunk_ns = list(token_ns)
-    record.chunk_tokens = [1] * len(token_ns)
-    if token_ns:
-        record.first_token_ns = record.first_content_ns = token_ns[0]
-
-
-def _fail(record: RequestRecord, status: Status, kind: ErrorKind | None, message: str) -> None:
-    record.status, record.error_kind, record.error = status, kind, message
-    if record.end_ns is None:
-        record.end_ns = perf_counter_ns()
