@@ -93,3 +93,9 @@ def test_auto_sweep_and_nothing_to_sweep(start_sim: Callable[..., SimServer], tm
     assert rates == sorted(rates)
     p = run_cli("sweep", "--target", sim.url, "--out", str(tmp_path / "n"))
     assert p.returncode == 2 and "nothing to sweep" in p.stderr
+
+
+def test_capacity_without_a_percentile_slo_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    p = run_cli("capacity", "--target", "http://127.0.0.1:9/v1", "--slo", "ttft_ms<=5", "--out", str(tmp_path / "c"))
+    assert p.returncode == 2 and "needs at least one percentile" in p.stderr
+    assert not (tmp_path / "c").exists()

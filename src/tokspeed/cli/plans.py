@@ -123,10 +123,16 @@ class Mode:
     auto: bool = False
     capacity: CapacityPlan | None = None
 
-    def plan(self, sweep: SweepRequest, targets: list[str | None]) -> Plan | None:
+    def plan(self, sweep: SweepRequest, targets: list[str | None], cfg: RunConfig) -> Plan | None:
+        """The plan for this command line; usage errors are raised here, before any file is written."""
         if self.command == "capacity":
             if sweep.dimension or len(targets) > 1:
                 raise ConfigError("capacity searches one target over load: give single values, not lists")
+            if not any(s.kind != "per_request" for s in cfg.slos):
+                raise ConfigError(
+                    "capacity search needs at least one percentile or run-level SLO",
+                    hint="e.g. --slo 'ttft_p99_ms<=500' --slo 'itl_p99_ms<=50'",
+                )
             return self.capacity
         if sweep.dimension or sweep.auto or len(targets) > 1:
             return SweepPlan(sweep, targets)

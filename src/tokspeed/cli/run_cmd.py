@@ -167,7 +167,7 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
     if input_tokens and dataset is None and cfg.dataset == "builtin":
         cfg = cfg.model_copy(update={"dataset": "synthetic"})
     targets = [_normalise_target(t) for t in target] if target else [None]
-    plan = mode.plan(sweep, targets)
+    plan = mode.plan(sweep, targets, cfg)
     return execute(cfg, quiet=quiet, plain=plain, overwrite=overwrite, html=html, engine=engine, plan=plan)
 
 
