@@ -198,7 +198,10 @@ def check_sane(out: Path, *, requests: int, max_tokens: int, exact: bool, stream
     summary = run["benchmarks"][0]["summary"]
     assert summary["requests"]["completed"] == requests
     if streamed:
-        assert summary["ttft_ms"]["min"] > 0 and summary["itl_ms"]["mean"] > 0
+        assert summary["ttft_ms"]["min"] > 0 and summary["itl_ms"]["mean"] >= 0
+        # a loaded 2-core vLLM can release a whole response in one burst: then ITL is truly ~0
+        if any(len(set(r["chunk_offsets_ns"])) > 1 for r in rows):
+            assert summary["itl_ms"]["mean"] > 0
         assert math.isfinite(summary["itl_ms"]["max"])
     return summary
 
