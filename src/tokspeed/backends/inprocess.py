@@ -16,7 +16,7 @@ from time import perf_counter_ns
 from typing import Any
 
 from tokspeed.errors import ConfigError
-from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status
+from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status, TokenSource
 
 
 def render_prompt(tokenizer: Any, spec: RequestSpec, api: str) -> list[int]:
@@ -50,3 +50,33 @@ def fail(record: RequestRecord, status: Status, kind: ErrorKind | None, message:
     if record.end_ns is None:
         record.end_ns = perf_counter_ns()
 
+
+
+def refusal(prompt_tokens: int, n: int, context: int | None) -> str | None:
+    """Why an in-process engine cannot serve a request (as a server would answer 400), or None."""
+    if n < 1:
+        return f"max_tokens must be at least 1, not {n}"
+    if prompt_tokens == 0:
+        return "empty prompt"
+    if context is not None and prompt_tokens + n > context:
+        return f"prompt ({prompt_tokens} tokens) + max_tokens ({n}) exceeds the model's context of {context} tokens"
+    return None
+
+
+def record_generation(record: RequestRecord, token_ns: list[int], end_ns: int | None, error: object, n: int) -> bool:
+    """Copy a finished generation's token times onto the record; False (and the record failed) on an error."""
+    set_chunks(record, token_ns, [1] * len(token_ns))
+    record.end_ns = end_ns
+    if error is not None:
+        fail(record, Status.ERROR, ErrorKind.OTHER, f"generation failed: {error}")
+        return False
+    record.output_tokens, record.output_tokens_source = len(token_ns), TokenSource.ENGINE
+    record.finish_reason = "length" if len(token_ns) >= n else "stop"
+    return True
+
+
+def record_cancelled(record: RequestRecord, token_ns: list[int]) -> None:
+    """A generation cancelled mid-way: keep the tokens that came, mark the request incomplete."""
+    times = list(token_ns)
+    set_chunks(record, times, [1] * len(times))
+    fail(record, Status.INCOMPLETE, None, "cancelled before completion")

@@ -34,7 +34,7 @@ from tokspeed.backends.embedded.tokenizer import (
     format_chat,
     load_tokenizer,
 )
-from tokspeed.backends.inprocess import fail, set_chunks
+from tokspeed.backends.inprocess import fail, record_cancelled, record_generation, refusal
 from tokspeed.errors import TargetError
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status, TokenSource
 
@@ -143,7 +143,7 @@ class EmbeddedBackend:
         n = spec.max_tokens if spec.max_tokens is not None else DEFAULT_MAX_TOKENS
         ids = self._encode(spec)
         record.input_tokens, record.input_tokens_source = len(ids), TokenSource.TOKENIZER
-        problem = self._refuse(len(ids), n)
+        problem = refusal(len(ids), n, self.size.max_position_embeddings)
         record.sent_ns = perf_counter_ns()
         if problem is not None:
             fail(record, Status.ERROR, ErrorKind.OTHER, problem)
@@ -154,35 +154,18 @@ class EmbeddedBackend:
             await asyncio.wrap_future(job.future)
         except asyncio.CancelledError:
             job.cancelled.set()
-            set_chunks(record, job.token_ns, [1] * len(job.token_ns))
-            fail(record, Status.INCOMPLETE, None, "cancelled before completion")
+            record_cancelled(record, job.token_ns)
             raise
-        self._finish(record, job)
+        self._finish(record, job, n)
 
     def _encode(self, spec: RequestSpec) -> list[int]:
         assert self._loaded is not None
         text = format_chat(spec.as_messages()) if self.api == "chat" else spec.prompt_text()
         return list(self._loaded.tokenizer.tokenizer.encode(text, add_special_tokens=False).ids)
 
-    def _refuse(self, prompt_tokens: int, n: int) -> str | None:
-        """Why the engine cannot serve this request (as a server would answer 400), or None."""
-        limit = self.size.max_position_embeddings
-        if n < 1:
-            return f"max_tokens must be at least 1, not {n}"
-        if prompt_tokens == 0:
-            return "empty prompt"
-        if prompt_tokens + n > limit:
-            return f"prompt ({prompt_tokens} tokens) + max_tokens ({n}) exceeds the model's context of {limit} tokens"
-        return None
-
-    def _finish(self, record: RequestRecord, job: Job) -> None:
-        set_chunks(record, job.token_ns, [1] * len(job.token_ns))
-        record.end_ns = job.end_ns
-        if job.error is not None:
-            fail(record, Status.ERROR, ErrorKind.OTHER, f"generation failed: {job.error}")
+    def _finish(self, record: RequestRecord, job: Job, n: int) -> None:
+        if not record_generation(record, job.token_ns, job.end_ns, job.error, n):
             return
-        record.output_tokens, record.output_tokens_source = len(job.token_ns), TokenSource.ENGINE
-        record.finish_reason = "length"
         if record.index < self._keep_text_for and self._loaded is not None:
             record.output_text = str(self._loaded.tokenizer.tokenizer.decode(job.output_ids))
 

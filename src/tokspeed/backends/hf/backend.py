@@ -32,9 +32,11 @@ from tokspeed.backends.engine_options import EngineOptions
 from tokspeed.backends.hf.loading import LoadedModel, choose, load_model
 from tokspeed.backends.inprocess import (
     fail,
+    record_cancelled,
+    record_generation,
+    refusal,
     render_prompt,
     require_chat_template,
-    set_chunks,
 )
 from tokspeed.errors import ConfigError, TargetError, TokspeedError
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status, TokenSource
@@ -165,7 +167,7 @@ class HFBackend:
             fail(record, Status.ERROR, ErrorKind.OTHER, f"the prompt could not be tokenised: {type(exc).__name__}: {exc}"[:300])
             return
         record.input_tokens, record.input_tokens_source = len(ids), TokenSource.TOKENIZER
-        problem = self._refuse(len(ids), n)
+        problem = refusal(len(ids), n, self._loaded.max_context)
         if problem is not None:
             fail(record, Status.ERROR, ErrorKind.OTHER, problem)
             return
@@ -175,9 +177,7 @@ class HFBackend:
             await asyncio.wrap_future(job.future)
         except asyncio.CancelledError:
             job.cancelled.set()
-            times = list(job.token_ns)
-            set_chunks(record, times, [1] * len(times))
-            fail(record, Status.INCOMPLETE, None, "cancelled before completion")
+            record_cancelled(record, job.token_ns)
             raise
         self._finish(record, job, n)
 
@@ -187,25 +187,9 @@ class HFBackend:
             return n
         return min(self._min_tokens, n) if self._min_tokens else None
 
-    def _refuse(self, prompt_tokens: int, n: int) -> str | None:
-        """Why the model cannot serve this request (as a server would answer 400), or None."""
-        limit = self._loaded.max_context if self._loaded is not None else None
-        if n < 1:
-            return f"max_tokens must be at least 1, not {n}"
-        if prompt_tokens == 0:
-            return "empty prompt"
-        if limit is not None and prompt_tokens + n > limit:
-            return f"prompt ({prompt_tokens} tokens) + max_tokens ({n}) exceeds the model's context of {limit} tokens"
-        return None
-
     def _finish(self, record: RequestRecord, job: Job, n: int) -> None:
-        set_chunks(record, job.token_ns, [1] * len(job.token_ns))
-        record.end_ns = job.end_ns
-        if job.error is not None:
-            fail(record, Status.ERROR, ErrorKind.OTHER, f"generation failed: {job.error}")
+        if not record_generation(record, job.token_ns, job.end_ns, job.error, n):
             return
-        record.output_tokens, record.output_tokens_source = len(job.token_ns), TokenSource.ENGINE
-        record.finish_reason = "length" if len(job.token_ns) >= n else "stop"
         if record.index < self._keep_text_for and self._loaded is not None:
             record.output_text = str(self._loaded.tokenizer.decode(job.output_ids, skip_special_tokens=True))
 
