@@ -119,6 +119,7 @@ class RequestRecord:
     benchmark: int = 0  # which load point of the run (0-based position in run.json's benchmarks)
     retries: int = 0  # attempts repeated after 429/503 (--retries); times are the final attempt's
     anomalies: list[str] | None = None  # non-fatal protocol oddities, e.g. "missing_done"
+    connect_duration_ns: int | None = None  # TCP (+TLS) connect, when this request opened a new connection
 
     @property
     def ok(self) -> bool:
@@ -158,6 +159,7 @@ class RequestRecord:
             "benchmark": self.benchmark,
             "retries": self.retries,
             "anomalies": self.anomalies,
+            "connect_duration_ns": self.connect_duration_ns,
         }
 
     @classmethod
@@ -199,6 +201,7 @@ class RequestRecord:
             benchmark=int(d.get("benchmark") or 0),
             retries=int(d.get("retries") or 0),
             anomalies=d.get("anomalies"),
+            connect_duration_ns=d.get("connect_duration_ns"),
         )
 
 
