@@ -27,7 +27,9 @@ from tokspeed.errors import ConfigError, ResultsError
 from tokspeed.metrics import AcrossIterations, Summary, across_iterations, summarize, summarize_by_iteration
 from tokspeed.metrics.fit import LinearFit
 from tokspeed.metrics.slo import SLO, parse_slo
+from tokspeed.diagnosis.schema import Finding
 from tokspeed.records import RequestRecord
+from tokspeed.telemetry.schema import TelemetrySummary
 
 SCHEMA = "tokspeed.run/1"
 RUN_FILE = "run.json"
@@ -49,6 +51,7 @@ class Benchmark(BaseModel):
     iterations: list[IterationResult] = Field(default_factory=list)
     across_iterations: AcrossIterations | None = None
     target: dict[str, Any] | None = Field(None, description="what served this point (sweeps over several targets)")
+    telemetry: TelemetrySummary | None = Field(None, description="GPU, client and server telemetry over this point")
 
 
 class Sample(BaseModel):
@@ -111,6 +114,8 @@ class RunResult(BaseModel):
     sweep: SweepInfo | None = None
     capacity: CapacityResult | None = None
     warnings: list[str] = Field(default_factory=list)
+    telemetry: TelemetrySummary | None = Field(None, description="GPU, client and server telemetry over the whole run")
+    diagnosis: list[Finding] = Field(default_factory=list, description="validity and bottleneck findings")
     error: str | None = None
 
     def to_json_bytes(self) -> bytes:
