@@ -18,6 +18,7 @@ import orjson
 import pytest
 from aiohttp import web
 
+from tokspeed.backends.http1 import Endpoint, Pool
 from tokspeed.backends.openai_http import OpenAIHTTPBackend
 from tokspeed.errors import TargetError
 from tokspeed.records import Anomaly, ErrorKind, RequestRecord, RequestSpec, Status, TokenSource
@@ -168,7 +169,8 @@ async def test_total_timeout_keeps_the_chunks_received(tmp_path: Path) -> None:
 async def test_connection_refused_is_a_connect_error(tmp_path: Path) -> None:
     async with sim(tmp_path) as (url, _):
         async with client(url) as backend:
-            backend._url = f"http://127.0.0.1:{free_port()}/v1/chat/completions"  # nobody listens there
+            dead = f"http://127.0.0.1:{free_port()}/v1/chat/completions"  # nobody listens there
+            backend._pool = Pool(Endpoint(dead), 1)
             record = await send(backend)
     assert record.status is Status.ERROR and record.error_kind is ErrorKind.CONNECT
 

@@ -2,30 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokspeed.backends.openai_http import OpenAIHTTPBackend, _read_stream, _StreamState
+from tokspeed.backends.openai_http import OpenAIHTTPBackend, _Response, _StreamState
 from tokspeed.records import Anomaly, ErrorKind, RequestRecord, Status, TokenSource
-
-
-class FakeContent:
-    def __init__(self, reads: list[bytes]) -> None:
-        self._reads = reads
-
-    async def iter_any(self) -> AsyncIterator[bytes]:
-        for r in self._reads:
-            yield r
-
-
-class FakeResponse:
-    def __init__(self, reads: list[bytes]) -> None:
-        self.content = FakeContent(reads)
 
 
 def chunk(content: str, finish: str | None = None, **extra: Any) -> bytes:
@@ -40,7 +24,16 @@ DONE = b"data: [DONE]\n\n"
 def outcome(reads: list[bytes]) -> RequestRecord:
     record = RequestRecord(index=0, iteration=1, warmup=False, scheduled_ns=0, sent_ns=1)
     state = _StreamState(keep_text=True)
-    asyncio.run(_read_stream(FakeResponse(reads), record, state))  # type: ignore[arg-type]
+    response = _Response(record, state, stream=True)
+    response.on_head(200, {"content-type": "text/event-stream"})
+    now = 1
+    for read in reads:  # as the connection delivers them, one call per network read
+        now += 1000
+        if not response.over:
+            response.on_body(read, now)
+    if response.end_ns is None:  # the body ended without the stream saying so
+        response.end_ns = now
+    response.conclude()
     OpenAIHTTPBackend("http://127.0.0.1:9/v1")._finish(record, state)
     return record
 

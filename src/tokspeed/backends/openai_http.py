@@ -26,14 +26,24 @@ from __future__ import annotations
 
 import asyncio
 from time import perf_counter_ns
-from types import SimpleNamespace
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
 
 from tokspeed.backends.base import TargetInfo
-from tokspeed.backends.deadline import FirstTokenDeadline
+from tokspeed.backends.deadline import FirstTokenDeadline, TotalDeadline
+from tokspeed.backends.http1 import (
+    BadFraming,
+    BadResponse,
+    Connection,
+    ConnectionLost,
+    Endpoint,
+    Pool,
+    request_bytes,
+    request_head,
+)
 from tokspeed.backends.redact import Redactor, redact_url
 from tokspeed.backends.retry import reset_for_retry, retry_delay_s, retryable
 from tokspeed.backends.sse import SSEDecoder
@@ -44,6 +54,7 @@ from tokspeed.workload.tokens import TokenCounter
 _DONE = b"[DONE]"
 _ERROR_SNIPPET = 300  # characters of an error message kept (after redaction)
 _TARGET_MESSAGE = 500  # characters of a TargetError message kept (after redaction)
+PREWARM_MAX = 4096  # connections opened at start, so the first wave of requests pays no connect
 _RAW_KEEP = 4096  # bytes of an unparseable body quoted in a message before redaction
 # a server's event or body of the wrong shape (a list where an object belongs, ...)
 _SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError)
@@ -81,15 +92,18 @@ class OpenAIHTTPBackend:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._extra = dict(extra_body or {})
         self._sampling = {k: v for k, v in (sampling or {}).items() if v not in (None, [], "")}
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._timeout_s = timeout_s
         self._ttft_timeout_s = ttft_timeout_s
         self._retries = retries
         self._redact = Redactor.for_target(base_url, api_key, self._headers)
         self._pool_size = pool_size
         self._counter = counter
         self._keep_text_for = keep_text_for
-        self._session: aiohttp.ClientSession | None = None
+        self._session: aiohttp.ClientSession | None = None  # discovery and the probe
+        self._pool: Pool | None = None  # the requests themselves
         self._url = f"{self.base_url}/{'chat/completions' if api == 'chat' else 'completions'}"
+        self._endpoint = Endpoint(self._url)
+        self._head = request_head("POST", urlsplit(self._url).path, self._endpoint, self._headers)
 
     # lifecycle ------------------------------------------------------------
     async def start(self) -> TargetInfo:
@@ -100,18 +114,19 @@ class OpenAIHTTPBackend:
             raise TargetError(self._redact(str(exc))[:_TARGET_MESSAGE], hint=exc.hint) from None
 
     async def _start(self) -> TargetInfo:
-        trace = aiohttp.TraceConfig()
-        trace.on_request_chunk_sent.append(_mark_sent)
-        connector = aiohttp.TCPConnector(limit=self._pool_size, ttl_dns_cache=300, keepalive_timeout=60)
         self._session = aiohttp.ClientSession(
-            connector=connector, trace_configs=[trace], headers=self._headers, timeout=self._timeout
+            headers=self._headers, timeout=aiohttp.ClientTimeout(total=self._timeout_s)
         )
+        self._pool = Pool(self._endpoint, self._pool_size)
         notes: list[str] = []
         if self.model is None:
             self.model = await self._discover_model()
         if not await self._probe():
             self.include_usage = False
             notes.append("server rejected stream_options.include_usage; output tokens counted another way")
+        opened = await self._pool.prewarm(min(self._pool_size, PREWARM_MAX))
+        if opened < min(self._pool_size, PREWARM_MAX):
+            notes.append(f"opened {opened} of {min(self._pool_size, PREWARM_MAX)} connections ahead of the load")
         return TargetInfo(
             kind="openai-http",
             url=redact_url(self.base_url),
@@ -124,6 +139,9 @@ class OpenAIHTTPBackend:
         )
 
     async def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -216,8 +234,8 @@ class OpenAIHTTPBackend:
 
     async def send(self, spec: RequestSpec, record: RequestRecord) -> None:
         """Send `spec` (retrying 429/503 up to `retries` times) and fill `record`; never raises for failures."""
-        assert self._session is not None, "start() first"
-        data = orjson.dumps(self._body(spec))
+        assert self._pool is not None, "start() first"
+        data = request_bytes(self._head, orjson.dumps(self._body(spec)))
         record.max_tokens = spec.max_tokens
         record.input_tokens = spec.input_tokens
         record.input_tokens_source = spec.input_tokens_source
@@ -236,49 +254,50 @@ class OpenAIHTTPBackend:
 
     async def _attempt(self, data: bytes, record: RequestRecord, state: _StreamState) -> None:
         """One HTTP exchange: every outcome lands in `record` (a Ctrl-C cancellation is re-raised)."""
-        assert self._session is not None
+        assert self._pool is not None
         deadline = FirstTokenDeadline(self._ttft_timeout_s, record)
-        began = False  # response headers received: a failure now breaks the stream, not the connection
+        overall = TotalDeadline(self._timeout_s)
+        response = _Response(record, state, self.stream)
+        conn: Connection | None = None
         record.sent_ns = perf_counter_ns()
         try:
-            async with self._session.post(self._url, data=data, trace_request_ctx=record) as resp:
-                began = True
-                if resp.status >= 400:
-                    await self._fail_http(resp, record, state)
-                    return
-                ctype = resp.headers.get("Content-Type", "")
-                if self.stream and ctype.startswith("text/event-stream"):
-                    await _read_stream(resp, record, state)
-                else:
-                    await _read_whole(resp, record, state)
+            conn, connect_ns = await self._pool.acquire()
+            record.connect_duration_ns = connect_ns
+            response.conn = conn
+            record.sent_ns = perf_counter_ns()
+            response.end_ns = await conn.exchange(data, response)
         except asyncio.CancelledError:
             if deadline.absorb():
                 _fail(record, Status.ERROR, ErrorKind.TTFT_TIMEOUT, f"no first token within {self._ttft_timeout_s:g} s")
                 return
+            if overall.absorb():
+                _fail(record, Status.ERROR, ErrorKind.TIMEOUT, f"no complete response within {self._timeout_s:g} s")
+                return
             _fail(record, Status.INCOMPLETE, None, "cancelled before completion")
             raise
-        except asyncio.TimeoutError:
-            _fail(record, Status.ERROR, ErrorKind.TIMEOUT, f"no complete response within {self._timeout.total:g} s")
+        except ConnectionLost as exc:
+            kind = ErrorKind.BROKEN if response.status is not None else ErrorKind.CONNECT
+            _fail(record, Status.ERROR, kind, _describe(exc))
             return
-        except aiohttp.ClientConnectionError as exc:
-            _fail(record, Status.ERROR, ErrorKind.BROKEN if began else ErrorKind.CONNECT, _describe(exc))
-            return
-        except aiohttp.ClientPayloadError as exc:
+        except BadFraming as exc:
             _fail(record, Status.ERROR, ErrorKind.BROKEN, _describe(exc))
             return
-        except aiohttp.ClientError as exc:
+        except BadResponse as exc:
             _fail(record, Status.ERROR, ErrorKind.PROTOCOL, _describe(exc))
+            return
+        except OSError as exc:  # connect refused, unreachable host, DNS, TLS
+            _fail(record, Status.ERROR, ErrorKind.CONNECT, _describe(exc))
             return
         finally:
             deadline.disarm()
+            overall.disarm()
+            if conn is not None:
+                if response.end_ns is None:
+                    conn.abort()
+                self._pool.release(conn)
             _clean_ids(record)
+        response.conclude()
         self._finish(record, state)
-
-    async def _fail_http(self, resp: aiohttp.ClientResponse, record: RequestRecord, state: _StreamState) -> None:
-        text = await resp.text(errors="replace")
-        record.http_status = resp.status
-        state.retry_after = resp.headers.get("Retry-After")
-        _fail(record, Status.ERROR, ErrorKind.HTTP, f"HTTP {resp.status}: {_error_message(text)}")
 
     def _finish(self, record: RequestRecord, state: _StreamState) -> None:
         """Per request, once it ended well: token counts and their sources, sample text."""
@@ -357,38 +376,90 @@ def _note(record: RequestRecord, anomaly: Anomaly) -> None:
     record.anomalies.append(anomaly.value)
 
 
-async def _mark_sent(_session: Any, ctx: SimpleNamespace, _params: Any) -> None:
-    record = ctx.trace_request_ctx
-    if record is not None:
-        record.sent_ns = perf_counter_ns()
+class _Response:
+    """The sink of one HTTP exchange: parses SSE events (or collects a body) as reads arrive.
+
+    Called from the connection's `data_received`, so it runs on the per-token path:
+    it timestamps nothing itself (`now` is the read's time) and detaches the
+    connection as soon as the stream is over (`[DONE]`, an error event, bad JSON).
+    """
+
+    __slots__ = ("record", "state", "stream", "status", "headers", "conn", "decoder", "parts", "end_ns", "over")
+
+    def __init__(self, record: RequestRecord, state: _StreamState, stream: bool) -> None:
+        self.record = record
+        self.state = state
+        self.stream = stream
+        self.status: int | None = None
+        self.headers: dict[str, str] = {}
+        self.conn: Connection | None = None
+        self.decoder: SSEDecoder | None = None  # set when the body is an event stream
+        self.parts: list[bytes] = []  # a body that is not an event stream
+        self.end_ns: int | None = None  # when the exchange ended (or the stream was over)
+        self.over = False
+
+    def on_head(self, status: int, headers: dict[str, str]) -> None:
+        self.status, self.headers = status, headers
+        if status < 400 and self.stream and headers.get("content-type", "").startswith("text/event-stream"):
+            self.decoder = SSEDecoder()
+
+    def on_body(self, data: bytes, now: int) -> None:
+        decoder = self.decoder
+        if decoder is None:
+            self.parts.append(data)
+            return
+        record, state = self.record, self.state
+        try:
+            for event in decoder.feed(data):
+                if _on_event(event, now, record, state):
+                    self._over(now)
+                    return
+        except _SHAPE_ERRORS as exc:
+            _fail(record, Status.ERROR, ErrorKind.PROTOCOL, f"unexpected stream event ({_describe(exc)})")
+            record.end_ns = now
+            self._over(now)
+
+    def _over(self, now: int) -> None:
+        self.over = True
+        self.end_ns = now
+        if self.conn is not None:
+            self.conn.detach(now)
+
+    def conclude(self) -> None:
+        """After the exchange: judge the stream's ending, or parse the whole body or the error answer."""
+        record = self.record
+        assert self.status is not None and self.end_ns is not None
+        if self.status >= 400:
+            _fail_http(self.status, self.headers, b"".join(self.parts), record, self.state)
+        elif self.decoder is not None:
+            if self.over:
+                _end_of_stream(record, self.state, self.decoder, self.end_ns)
+            else:
+                _stream_ended(record, self.state, self.decoder, self.end_ns)
+        else:
+            record.end_ns = self.end_ns
+            _take_body(b"".join(self.parts), record, self.state)
 
 
-async def _read_stream(resp: aiohttp.ClientResponse, record: RequestRecord, state: _StreamState) -> None:
-    """Read an SSE body to its end; a server event of the wrong shape fails the request (protocol)."""
-    decoder = SSEDecoder()
+def _fail_http(status: int, headers: dict[str, str], body: bytes, record: RequestRecord, state: _StreamState) -> None:
+    record.http_status = status
+    state.retry_after = headers.get("retry-after")
+    text = body.decode("utf-8", errors="replace")
+    _fail(record, Status.ERROR, ErrorKind.HTTP, f"HTTP {status}: {_error_message(text)}")
+
+
+def _stream_ended(record: RequestRecord, state: _StreamState, decoder: SSEDecoder, now: int) -> None:
+    """The body ended before the stream said it was over: flush the decoder, then judge the ending."""
+    if not record.chunk_ns:
+        now = perf_counter_ns()
     try:
-        now = await _read_events(resp, decoder, record, state)
+        for data in decoder.close():
+            if _on_event(data, now, record, state):
+                break
     except _SHAPE_ERRORS as exc:
         _fail(record, Status.ERROR, ErrorKind.PROTOCOL, f"unexpected stream event ({_describe(exc)})")
         return
     _end_of_stream(record, state, decoder, now)
-
-
-async def _read_events(
-    resp: aiohttp.ClientResponse, decoder: SSEDecoder, record: RequestRecord, state: _StreamState
-) -> int:
-    """Hand each event to `_on_event` until it says the stream is over; returns the last read's time."""
-    now = record.sent_ns
-    async for raw in resp.content.iter_any():
-        now = perf_counter_ns()
-        for data in decoder.feed(raw):
-            if _on_event(data, now, record, state):
-                return now
-    now = perf_counter_ns() if not record.chunk_ns else now
-    for data in decoder.close():
-        if _on_event(data, now, record, state):
-            return now
-    return now
 
 
 def _end_of_stream(record: RequestRecord, state: _StreamState, decoder: SSEDecoder, now: int) -> None:
@@ -415,7 +486,7 @@ def _end(record: RequestRecord, now: int) -> None:
 
 
 def _on_event(data: bytes, now: int, record: RequestRecord, state: _StreamState) -> bool:
-    """Handle one SSE event; True when the stream is finished (done or failed)."""
+    """Handle one SSE event; True when the stream is finished (done or failed). The per-token path."""
     if data == _DONE:
         state.done = True
         return True
@@ -425,10 +496,30 @@ def _on_event(data: bytes, now: int, record: RequestRecord, state: _StreamState)
         _fail(record, Status.ERROR, ErrorKind.PROTOCOL, f"bad JSON in stream: {data[:_RAW_KEEP]!r}")
         record.end_ns = now
         return True
-    if not isinstance(obj, dict):
+    if type(obj) is not dict:
         return False
     choices = obj.get("choices")
-    tokens = _on_choice(choices[0], now, record, state) if choices else False
+    tokens = False
+    if choices:
+        choice = choices[0]
+        delta = choice.get("delta")
+        content = delta.get("content") if delta is not None else choice.get("text")
+        finish = choice.get("finish_reason")
+        if finish:
+            record.finish_reason = finish
+        if content:
+            tokens = True
+            if record.first_content_ns is None:
+                record.first_content_ns = now
+            if state.text is not None:
+                state.text.append(content)
+        elif delta is not None and (delta.get("reasoning_content") or delta.get("reasoning")):
+            tokens = True
+            record.reasoning_chunks += 1
+        if tokens:
+            if record.first_token_ns is None:
+                record.first_token_ns = now
+            record.chunk_ns.append(now)
     if record.response_id is None:
         record.response_id = obj.get("id")
     usage = obj.get("usage")
@@ -444,37 +535,8 @@ def _on_event(data: bytes, now: int, record: RequestRecord, state: _StreamState)
     return False
 
 
-def _on_choice(choice: dict[str, Any], now: int, record: RequestRecord, state: _StreamState) -> bool:
-    """Record a token-bearing choice; True when it carried tokens."""
-    delta = choice.get("delta")
-    if delta is not None:
-        content = delta.get("content")
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-    else:
-        content = choice.get("text")
-        reasoning = None
-    finish = choice.get("finish_reason")
-    if finish:
-        record.finish_reason = finish
-    if content:
-        if record.first_content_ns is None:
-            record.first_content_ns = now
-        if state.text is not None:
-            state.text.append(content)
-    elif reasoning:
-        record.reasoning_chunks += 1
-    else:
-        return False
-    if record.first_token_ns is None:
-        record.first_token_ns = now
-    record.chunk_ns.append(now)
-    return True
-
-
-async def _read_whole(resp: aiohttp.ClientResponse, record: RequestRecord, state: _StreamState) -> None:
+def _take_body(body: bytes, record: RequestRecord, state: _StreamState) -> None:
     """A non-streaming response (or a server that ignored stream=true)."""
-    body = await resp.read()
-    record.end_ns = perf_counter_ns()
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:

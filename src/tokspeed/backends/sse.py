@@ -41,6 +41,12 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[bytes]:
         if not (self._tail or self._data or self._after_cr) and chunk.endswith(b"\n\n") and b"\r" not in chunk:
+            if chunk.startswith(b"data: "):
+                # n events of one `data: ` line each, and no other line: split in C
+                n = chunk.count(b"\n\ndata: ") + 1
+                if chunk.count(b"\n") == 2 * n:
+                    self.last_event_type = b""
+                    return [chunk[6:-2]] if n == 1 else [e[6:] for e in chunk[:-2].split(b"\n\n")]
             return self._whole_events(chunk)
         if self._after_cr:
             self._after_cr = False

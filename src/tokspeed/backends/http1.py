@@ -1,0 +1,350 @@
+"""A lean HTTP/1.1 client for the per-token path: keep-alive connections, timestamps at read.
+
+Why not aiohttp here: a streamed response passes each network read through
+aiohttp's stream reader, an async iterator and a task wake-up before tokspeed
+sees it; profiled, that was most of the client's CPU per request and the main
+source of its timing error. Here a response is parsed inside the protocol's
+`data_received` callback: the read is timestamped first, its HTTP framing
+(Content-Length, chunked, or read-to-close) is stripped in place, and the
+payload goes straight to a `ResponseSink` in the same call. No task wakes up
+until the response has ended.
+
+What it supports is what OpenAI-compatible servers need: one request at a time
+per connection (no pipelining), keep-alive with `Connection: close` and
+HTTP/1.0 honoured, `1xx` interim answers skipped, TLS for `https` targets. It
+does not follow redirects, use proxies, or decompress (it asks for identity).
+
+Failures end the exchange's future with one of three exceptions:
+`ConnectionLost` (the peer closed or reset before the body ended),
+`BadFraming` (a malformed chunk size, a body cut short of its length) and
+`BadResponse` (not HTTP: a malformed status line or header block).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl as ssl_module
+from collections import deque
+from time import perf_counter_ns
+from typing import Callable, Protocol
+from urllib.parse import urlsplit
+
+import httptools
+
+DRAIN_S = 2.0  # how long a detached response may take to end before its connection is closed
+
+
+class HTTPError(Exception):
+    """Base of the client's failures."""
+
+
+class ConnectionLost(HTTPError):
+    """The connection closed or broke before the response ended."""
+
+
+class BadFraming(HTTPError):
+    """The body's framing is broken (chunk sizes, short Content-Length)."""
+
+
+class BadResponse(HTTPError):
+    """The bytes received are not an HTTP/1.x response."""
+
+
+class ResponseSink(Protocol):
+    """Receives one response; called from `data_received`, so it must not block."""
+
+    def on_head(self, status: int, headers: dict[str, str]) -> None: ...
+
+    def on_body(self, data: bytes, now: int) -> None: ...
+
+
+class Endpoint:
+    """Where requests go: scheme, host, port and the request-line prefix for a URL."""
+
+    __slots__ = ("host", "port", "tls", "host_header")
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        self.tls = parts.scheme == "https"
+        self.host = parts.hostname
+        self.port = parts.port or (443 if self.tls else 80)
+        default = (self.port == 443) if self.tls else (self.port == 80)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.host_header = host if default else f"{host}:{self.port}"
+
+
+def request_head(method: str, path: str, endpoint: Endpoint, headers: dict[str, str]) -> bytes:
+    """The request line and headers up to (not including) Content-Length, built once per target."""
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {endpoint.host_header}", "Accept-Encoding: identity"]
+    lines += [f"{k}: {v}" for k, v in headers.items() if k.lower() not in ("host", "content-length")]
+    return ("\r\n".join(lines) + "\r\n").encode("latin-1")
+
+
+def request_bytes(head: bytes, body: bytes) -> bytes:
+    return b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
+
+
+class Connection(asyncio.Protocol):
+    """One keep-alive connection; `exchange()` sends a request and parses its response inline.
+
+    Framing (status line, headers, Content-Length, chunked) is parsed in C by
+    llhttp (httptools); its body callbacks only collect the payload pieces of a
+    read, which reach the sink in one call per read, stamped with the read's time.
+    """
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.keep_alive = True
+        self.got_bytes = False  # any byte of the current response arrived
+        self._parser = httptools.HttpResponseParser(self)
+        self._sink: ResponseSink | None = None
+        self._done: asyncio.Future[int] | None = None
+        self._busy = False  # an exchange is in progress (request sent, body not ended)
+        self._in_body = False
+        self._to_close = False  # the body has no length: it ends when the connection closes
+        self._interim = False  # the current message is a 1xx answer
+        self._headers: dict[str, str] = {}
+        self._pieces: list[bytes] = []
+        self._complete = False
+        self._after: Callable[[Connection], None] | None = None  # called when a detached body ends
+
+    # asyncio.Protocol --------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's TCPTransport is not a subclass
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if not self._busy:
+            return
+        if self._to_close and self._in_body:  # the body ran to the close: that is its end
+            self._end(perf_counter_ns())
+            return
+        self._busy = False
+        done = self._done
+        if done is not None and not done.done():
+            what = f"{type(exc).__name__}: {exc}" if exc else "server closed the connection"
+            where = "before the response" if not self.got_bytes else "before the response ended"
+            done.set_exception(ConnectionLost(f"{what} {where}"))
+
+    def eof_received(self) -> bool | None:
+        return False  # close our side too; connection_lost follows
+
+    # exchange ----------------------------------------------------------------
+    def exchange(self, data: bytes, sink: ResponseSink) -> asyncio.Future[int]:
+        """Write `data`; the future resolves with the time of the last read when the body ends."""
+        assert self.transport is not None and not self._busy
+        self._done = asyncio.get_running_loop().create_future()
+        self._sink, self._busy, self.got_bytes = sink, True, False
+        self._in_body = self._to_close = False
+        self.transport.write(data)
+        return self._done
+
+    def detach(self, now: int) -> None:
+        """The caller has what it needs: resolve the exchange now; the rest of the body is read and dropped."""
+        self._sink = None
+        done = self._done
+        if done is not None and not done.done():
+            done.set_result(now)
+
+    @property
+    def reusable(self) -> bool:
+        return not self.closed and self.keep_alive and not self._busy
+
+    @property
+    def draining(self) -> bool:
+        """Detached with its body still arriving on a connection worth keeping."""
+        return not self.closed and self.keep_alive and self._busy and not self._to_close
+
+    def abort(self) -> None:
+        self.closed = True
+        self._busy = False
+        if self.transport is not None:
+            self.transport.abort()
+
+    def data_received(self, data: bytes) -> None:
+        now = perf_counter_ns()
+        if not self._busy:
+            if data.strip():
+                self.keep_alive = False  # bytes nobody asked for: do not trust this connection
+            return
+        self.got_bytes = True
+        self._pieces = pieces = []
+        self._complete = False
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(BadResponse("the server switched protocols"))
+            return
+        except httptools.HttpParserError as exc:
+            self._fail(BadFraming(f"bad body framing: {exc}") if self._in_body else BadResponse(f"not HTTP/1.x: {exc}"))
+            return
+        sink = self._sink
+        if pieces and sink is not None:
+            sink.on_body(pieces[0] if len(pieces) == 1 else b"".join(pieces), now)
+        if self._complete:
+            self._end(now)
+
+    # llhttp callbacks ----------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._headers = {}
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key = name.decode("latin-1").lower()
+        val = value.decode("latin-1")
+        self._headers[key] = f"{self._headers[key]}, {val}" if key in self._headers else val
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        self._interim = 100 <= status < 200
+        if self._interim:  # 100 Continue and friends: the real answer follows
+            return
+        headers = self._headers
+        self.keep_alive = bool(self._parser.should_keep_alive())
+        self._in_body = True
+        framed = "content-length" in headers or "chunked" in headers.get("transfer-encoding", "").lower()
+        self._to_close = not framed and status not in (204, 304)
+        if self._to_close:
+            self.keep_alive = False
+        if self._sink is not None:
+            self._sink.on_head(status, headers)
+
+    def on_body(self, body: bytes) -> None:
+        self._pieces.append(body)
+
+    def on_message_complete(self) -> None:
+        if not self._interim:
+            self._complete = True
+
+    # endings -----------------------------------------------------------------------
+    def _end(self, now: int) -> None:
+        self._busy = self._in_body = False
+        self._sink = None
+        done = self._done
+        if done is not None and not done.done():
+            done.set_result(now)
+        after, self._after = self._after, None
+        if after is not None:
+            after(self)
+
+    def _fail(self, exc: HTTPError) -> None:
+        done = self._done
+        self.abort()
+        self._sink = None
+        if done is not None and not done.done():
+            done.set_exception(exc)
+
+
+class Pool:
+    """Up to `limit` keep-alive connections to one endpoint; callers wait when all are busy."""
+
+    def __init__(self, endpoint: Endpoint, limit: int, connect_timeout_s: float | None = None) -> None:
+        self.endpoint = endpoint
+        self.limit = max(1, limit)
+        self.connect_timeout_s = connect_timeout_s
+        self._idle: list[Connection] = []
+        self._open = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._ssl: ssl_module.SSLContext | None = ssl_module.create_default_context() if endpoint.tls else None
+
+    async def acquire(self) -> tuple[Connection, int | None]:
+        """An idle connection (connect time None) or a new one (with its connect time in ns)."""
+        while True:
+            while self._idle:
+                conn = self._idle.pop()
+                if conn.reusable:
+                    return conn, None
+                self._drop(conn)
+            if self._open < self.limit:
+                return await self._connect()
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                elif waiter.done() and not waiter.cancelled():
+                    self._wake()  # it was our turn: pass it on
+                raise
+
+    async def _connect(self) -> tuple[Connection, int]:
+        self._open += 1
+        loop = asyncio.get_running_loop()
+        t0 = perf_counter_ns()
+        try:
+            opening = loop.create_connection(
+                Connection,
+                self.endpoint.host,
+                self.endpoint.port,
+                ssl=self._ssl,
+                server_hostname=self.endpoint.host if self._ssl else None,
+            )
+            if self.connect_timeout_s is None:
+                _, conn = await opening
+            else:
+                _, conn = await asyncio.wait_for(opening, self.connect_timeout_s)
+        except BaseException:
+            self._open -= 1
+            self._wake()
+            raise
+        return conn, perf_counter_ns() - t0
+
+    def release(self, conn: Connection) -> None:
+        """Give a connection back after an exchange; a connection that cannot be reused is closed.
+
+        A detached connection whose body is still arriving (the stream's `[DONE]` came
+        before the HTTP terminator) drains in the background and returns to the pool when
+        its body ends, or is closed if that takes longer than `DRAIN_S`.
+        """
+        if conn.reusable:
+            self._idle.append(conn)
+        elif conn.draining:
+            conn._after = self._drained
+            asyncio.get_running_loop().call_later(DRAIN_S, self._drain_expired, conn)
+            return
+        else:
+            self._drop(conn)
+        self._wake()
+
+    def _drained(self, conn: Connection) -> None:
+        self.release(conn)
+
+    def _drain_expired(self, conn: Connection) -> None:
+        if conn._after is not None:  # still draining
+            conn._after = None
+            self._drop(conn)
+            self._wake()
+
+    def _drop(self, conn: Connection) -> None:
+        self._open -= 1
+        if not conn.closed:
+            conn.abort()
+
+    def _wake(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def prewarm(self, count: int) -> int:
+        """Open up to `count` connections ahead of the load (so no measured request pays a connect)."""
+        count = min(count, self.limit - self._open)
+        if count <= 0:
+            return 0
+        results = await asyncio.gather(*(self._connect() for _ in range(count)), return_exceptions=True)
+        opened = 0
+        for result in results:
+            if isinstance(result, tuple):
+                self._idle.append(result[0])
+                opened += 1
+        return opened
+
+    def close(self) -> None:
+        for conn in self._idle:
+            conn.abort()
+        self._open -= len(self._idle)
+        self._idle.clear()

@@ -1,0 +1,158 @@
+"""The lean HTTP/1.1 client's response parsing, fed byte by byte as a network might split it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tokspeed.backends.http1 import BadFraming, BadResponse, Connection, ConnectionLost, Endpoint, request_bytes, request_head
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.status: int | None = None
+        self.headers: dict[str, str] = {}
+        self.reads: list[tuple[bytes, int]] = []
+
+    def on_head(self, status: int, headers: dict[str, str]) -> None:
+        self.status, self.headers = status, headers
+
+    def on_body(self, data: bytes, now: int) -> None:
+        self.reads.append((data, now))
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(d for d, _ in self.reads)
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.aborted = False
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def exchange(reads: list[bytes], lose: bool = False) -> tuple[Sink, Connection, Any]:
+    """Run one exchange over a fake transport; returns the sink, the connection and the outcome."""
+
+    async def go() -> tuple[Sink, Connection, Any]:
+        conn = Connection()
+        conn.connection_made(FakeTransport())  # type: ignore[arg-type]
+        sink = Sink()
+        done = conn.exchange(b"GET / HTTP/1.1\r\n\r\n", sink)
+        for r in reads:
+            conn.data_received(r)
+        if lose:
+            conn.connection_lost(None)
+        try:
+            return sink, conn, done.result() if done.done() else None
+        except Exception as exc:  # the outcome under test
+            return sink, conn, exc
+
+    return asyncio.run(go())
+
+
+SSE = b"data: {\"a\":1}\n\n" * 3 + b"data: [DONE]\n\n"
+
+
+def chunked(payload: bytes, size: int) -> bytes:
+    parts = [payload[i : i + size] for i in range(0, len(payload), size)]
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
+
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize("split", [1, 2, 3, 7, 64, 10_000])
+def test_chunked_body_survives_any_split(split: int) -> None:
+    raw = HEAD + chunked(SSE, 9)
+    sink, conn, end = exchange([raw[i : i + split] for i in range(0, len(raw), split)])
+    assert sink.status == 200 and sink.headers["content-type"] == "text/event-stream"
+    assert sink.body == SSE and isinstance(end, int) and conn.reusable
+
+
+def test_each_read_is_delivered_once_with_its_own_time() -> None:
+    raw = HEAD + chunked(SSE, 15)
+    half = len(HEAD) + 40
+    sink, _, _ = exchange([raw[:half], raw[half:]])
+    assert len(sink.reads) == 2 and sink.reads[0][1] < sink.reads[1][1]
+
+
+def test_content_length_body_and_keep_alive() -> None:
+    sink, conn, end = exchange([b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel", b"lo"])
+    assert sink.body == b"hello" and isinstance(end, int) and conn.reusable
+
+
+def test_connection_close_header_makes_the_connection_not_reusable() -> None:
+    sink, conn, end = exchange([b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"])
+    assert sink.body == b"ok" and isinstance(end, int) and not conn.reusable
+
+
+def test_body_without_length_ends_at_close() -> None:
+    sink, conn, end = exchange([b"HTTP/1.0 200 OK\r\n\r\npart one ", b"part two"], lose=True)
+    assert sink.body == b"part one part two" and isinstance(end, int) and not conn.reusable
+
+
+def test_interim_100_continue_is_skipped() -> None:
+    sink, _, end = exchange([b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok"])
+    assert sink.status == 201 and sink.body == b"ok" and isinstance(end, int)
+
+
+def test_close_before_any_byte_is_a_lost_connection_before_the_response() -> None:
+    sink, _, err = exchange([], lose=True)
+    assert isinstance(err, ConnectionLost) and "before the response" in str(err) and sink.status is None
+
+
+def test_close_mid_body_is_a_lost_connection_that_keeps_what_arrived() -> None:
+    raw = HEAD + chunked(SSE, 9)
+    sink, _, err = exchange([raw[: len(HEAD) + 30]], lose=True)
+    assert isinstance(err, ConnectionLost) and "before the response ended" in str(err)
+    assert sink.status == 200 and sink.body and SSE.startswith(sink.body)
+
+
+def test_short_content_length_at_close_is_lost_not_complete() -> None:
+    _, _, err = exchange([b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"], lose=True)
+    assert isinstance(err, ConnectionLost)
+
+
+def test_bad_chunk_size_is_bad_framing() -> None:
+    _, conn, err = exchange([HEAD + b"zz\r\nabc\r\n"])
+    assert isinstance(err, BadFraming) and conn.closed
+
+
+def test_garbage_status_line_is_bad_response() -> None:
+    _, _, err = exchange([b"SSH-2.0-OpenSSH_9.2\r\n\r\n"])
+    assert isinstance(err, BadResponse)
+
+
+def test_detach_resolves_at_once_and_drops_the_rest_then_the_connection_is_reusable() -> None:
+    async def go() -> tuple[int, Sink, Connection]:
+        conn = Connection()
+        conn.connection_made(FakeTransport())  # type: ignore[arg-type]
+        sink = Sink()
+        done = conn.exchange(b"x", sink)
+        conn.data_received(HEAD + b"5\r\nhello\r\n")
+        conn.detach(123)
+        assert conn.draining and not conn.reusable
+        conn.data_received(b"5\r\nworld\r\n0\r\n\r\n")
+        return done.result(), sink, conn
+
+    end, sink, conn = asyncio.run(go())
+    assert end == 123 and sink.body == b"hello" and conn.reusable
+
+
+def test_request_bytes_carry_host_length_and_headers_but_never_a_second_length() -> None:
+    endpoint = Endpoint("http://127.0.0.1:8000/v1/chat/completions")
+    head = request_head("POST", "/v1/chat/completions", endpoint, {"Authorization": "Bearer k", "Content-Length": "9"})
+    raw = request_bytes(head, b'{"a":1}')
+    assert raw.startswith(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n")
+    assert raw.count(b"Content-Length") == 1 and raw.endswith(b"Content-Length: 7\r\n\r\n{\"a\":1}")
+    assert Endpoint("https://example.com/v1").host_header == "example.com"
+    assert Endpoint("http://[::1]:9/v1").host_header == "[::1]:9"
