@@ -2,11 +2,12 @@
 
     python bench/client.py                 # 64 and 512 streams, 256-token responses
     python bench/client.py --streams 64 --requests 2000 --tokens 128
+    python bench/client.py --streams 256 --workers 1 2 --skip-truth   # --workers N client processes
 
 Part 1, capacity: the simulator answers with zero delays, so both processes
 run flat out; the figures are requests/s and streamed tokens/s the pair
 sustains, and the client's CPU time per request (from the OS, whole process:
-start-up included). On a 2-core machine the client and the simulator share
+start-up included, and with `--workers` its worker processes). On a 2-core machine the client and the simulator share
 the cores, so these are lower bounds on what the client alone can do.
 
 Part 2, timing truth at 64 streams: the simulator (TTFT 50 ms, ITL 5 ms) logs
@@ -50,13 +51,13 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(10)
 
 
-def run_client(url: str, out: Path, streams: int, requests: int, tokens: int) -> tuple[float, float]:
-    """Run `tokspeed run`; returns (wall seconds, client CPU seconds)."""
+def run_client(url: str, out: Path, streams: int, requests: int, tokens: int, workers: str = "1") -> tuple[float, float]:
+    """Run `tokspeed run`; returns (wall seconds, client CPU seconds: its worker processes included)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tokspeed", "run", "--target", url, "--concurrency", str(streams),
          "--requests", str(requests), "--max-tokens", str(tokens), "--warmup", str(streams),
-         "--out", str(out), "-q"],
+         "--workers", workers, "--out", str(out), "-q"],
         stdout=subprocess.DEVNULL,
     )
     _, status, usage = os.wait4(proc.pid, 0)
@@ -66,20 +67,21 @@ def run_client(url: str, out: Path, streams: int, requests: int, tokens: int) ->
     return wall, usage.ru_utime + usage.ru_stime
 
 
-def capacity(tmp: Path, streams_list: list[int], requests: int, tokens: int) -> None:
+def capacity(tmp: Path, streams_list: list[int], requests: int, tokens: int, workers_list: list[str]) -> None:
     print(f"Capacity: zero-delay simulator, {tokens}-token streamed responses, {requests} measured requests")
-    print(f"{'streams':>8} {'req/s':>9} {'tok/s':>11} {'client CPU/request':>20} {'wall':>7}")
+    print(f"{'streams':>8} {'workers':>8} {'req/s':>9} {'tok/s':>11} {'client CPU':>11} {'CPU/request':>12} {'wall':>7}")
     for streams in streams_list:
-        proc, url = start_sim(tmp / f"cap-{streams}.jsonl", "--ttft-ms", "0", "--itl-ms", "0")
-        try:
-            out = tmp / f"cap-{streams}"
-            wall, cpu = run_client(url, out, streams, requests, tokens)
-        finally:
-            stop(proc)
-        s = orjson.loads((out / "run.json").read_bytes())["benchmarks"][0]["summary"]
-        total = requests + streams + 1  # measured + warm-up + probe
-        print(f"{streams:>8} {s['throughput']['requests_per_s']:>9.0f} {s['throughput']['output_tokens_per_s']:>11.0f} "
-              f"{cpu / total * 1000:>17.2f} ms {wall:>6.1f}s")
+        for workers in workers_list:
+            proc, url = start_sim(tmp / f"cap-{streams}-{workers}.jsonl", "--ttft-ms", "0", "--itl-ms", "0")
+            try:
+                out = tmp / f"cap-{streams}-{workers}"
+                wall, cpu = run_client(url, out, streams, requests, tokens, workers)
+            finally:
+                stop(proc)
+            s = orjson.loads((out / "run.json").read_bytes())["benchmarks"][0]["summary"]
+            total = requests + streams + 1  # measured + warm-up + probe
+            print(f"{streams:>8} {workers:>8} {s['throughput']['requests_per_s']:>9.0f} "
+                  f"{s['throughput']['output_tokens_per_s']:>11.0f} {cpu:>10.1f}s {cpu / total * 1000:>9.2f} ms {wall:>6.1f}s")
 
 
 def timing_truth(tmp: Path, streams: int, requests: int) -> None:
@@ -115,12 +117,15 @@ def main() -> None:
     ap.add_argument("--streams", type=int, nargs="+", default=[64, 512])
     ap.add_argument("--requests", type=int, default=2048)
     ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--workers", nargs="+", default=["1"], help="--workers values to measure (N or auto)")
+    ap.add_argument("--skip-truth", action="store_true", help="only the capacity part")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        capacity(tmp, args.streams, args.requests, args.tokens)
-        timing_truth(tmp, 64, 640)
+        capacity(tmp, args.streams, args.requests, args.tokens, args.workers)
+        if not args.skip_truth:
+            timing_truth(tmp, 64, 640)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,9 @@ RETRY_STATUSES = (429, 503)  # --retries repeats only these: the server asked th
 RETRY_AFTER_CAP_S = 30.0  # the longest Retry-After honoured (and the backoff's ceiling)
 RETRY_BACKOFF_S = 0.5  # without Retry-After: wait 0.5 s, 1 s, 2 s, ... between attempts
 MAX_ERROR_RATE_MIN_REQUESTS = 20  # --max-error-rate is judged once this many measured requests finished
+MAX_CLIENT_WORKERS = 256  # --workers N: at most this many client processes
 SAMPLE_OUTPUTS = 3  # records that keep their full output text (for the console sample)
+DEFAULT_TELEMETRY_INTERVAL_S = 0.25  # GPU, client and server samples, 4 per second
 SECRET_HEADERS = ("authorization", "api-key", "x-api-key", "proxy-authorization", "cookie")
 
 
@@ -53,6 +55,19 @@ def parse_duration(text: str | float | int) -> float:
     if not m:
         raise ConfigError(f"cannot parse duration {text!r}", hint="use e.g. 30s, 5m, 1h or 250ms")
     return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+def parse_workers(value: Any) -> int | Literal["auto"]:
+    """`auto` or a whole number from 1 to MAX_CLIENT_WORKERS (`--workers`, scenario `client_workers`)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    try:
+        n = int(value) if not isinstance(value, (bool, float)) else None
+    except (TypeError, ValueError):
+        n = None
+    if n is None or not 1 <= n <= MAX_CLIENT_WORKERS:
+        raise ValueError(f"workers must be auto or a whole number from 1 to {MAX_CLIENT_WORKERS}, not {value!r}")
+    return n
 
 
 class RunConfig(BaseModel):
@@ -93,7 +108,13 @@ class RunConfig(BaseModel):
     rate: float | None = Field(None, gt=0, description="requests per second (open loop)")
     arrival: Arrival = Arrival.POISSON
     burstiness: float = Field(1.0, gt=0, description="gamma shape; 1 = Poisson, <1 burstier")
+    exact_rate: bool = Field(
+        False, description="rescale drawn poisson/gamma gaps so the schedule offers exactly the rate asked"
+    )
     max_concurrency: int | None = Field(None, ge=1, description="cap on in-flight requests for --rate")
+    client_workers: int | Literal["auto"] = Field(
+        1, description="client processes that share the streams' per-token work: N or auto (--workers)"
+    )
 
     # limits
     requests: int | None = Field(None, ge=1)
@@ -108,10 +129,33 @@ class RunConfig(BaseModel):
     )
     out: Path | None = None
 
+    # telemetry
+    telemetry: bool = Field(True, description="sample GPUs (NVML), the client and the server's metrics beside the load")
+    telemetry_interval_s: float = Field(
+        DEFAULT_TELEMETRY_INTERVAL_S, ge=0.01, le=60, description="seconds between telemetry samples"
+    )
+    server_metrics: str | None = Field(
+        None, description="Prometheus endpoint to scrape: a URL, 'off', or unset for the target's /metrics when it answers"
+    )
+
+    @field_validator("server_metrics")
+    @classmethod
+    def _metrics_url(cls, v: str | None) -> str | None:
+        if v is None or v.strip().lower() == "off":
+            return None if v is None else "off"
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"server_metrics (--server-metrics) must be an http(s) URL or 'off', not {v!r}")
+        return v
+
     @field_validator("output_tokens", "input_tokens", mode="before")
     @classmethod
     def _length_as_text(cls, v: Any) -> Any:
         return str(v) if isinstance(v, int) else v
+
+    @field_validator("client_workers", mode="before")
+    @classmethod
+    def _client_workers(cls, v: Any) -> Any:
+        return parse_workers(v)
 
     @field_validator("slo")
     @classmethod
@@ -120,7 +164,7 @@ class RunConfig(BaseModel):
             parse_slo(s)
         return v
 
-    @field_validator("duration_s", mode="before")
+    @field_validator("duration_s", "telemetry_interval_s", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> Any:
         return None if v is None else parse_duration(v)
@@ -211,9 +255,11 @@ def _read_scenario(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(raw, dict):
         raise ConfigError(f"scenario {path} must be a mapping of option: value")
+    if "workers" in raw and "client_workers" not in raw:
+        raw["client_workers"] = raw.pop("workers")
     if "duration" in raw and "duration_s" not in raw:
         raw["duration_s"] = raw.pop("duration")
-    for key in ("timeout", "ttft_timeout"):
+    for key in ("timeout", "ttft_timeout", "telemetry_interval"):
         if key in raw and f"{key}_s" not in raw:
             raw[f"{key}_s"] = _scenario_duration(path, key, raw.pop(key))
     return {k.replace("-", "_"): v for k, v in raw.items()}

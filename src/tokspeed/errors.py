@@ -4,6 +4,8 @@
     ├── ConfigError            bad flags, scenario file or values      (CLI exit 2)
     ├── WorkloadError          a dataset that cannot be read or used   (CLI exit 2)
     ├── TargetError            the target cannot be reached or used    (CLI exit 1)
+    ├── BackendLost            the backend can no longer send (a client worker
+    │                          process exited mid-run): the run stops  (CLI exit 1)
     └── ResultsError           a results directory cannot be read      (CLI exit 1)
 
 Failed *requests* are not exceptions: they are records with status "error".
@@ -31,6 +33,12 @@ class WorkloadError(TokspeedError):
 
 
 class TargetError(TokspeedError):
+    exit_code = 1
+
+
+class BackendLost(TokspeedError):
+    """Raised by `Backend.send` after filling its record: nothing more can be sent, so the run stops."""
+
     exit_code = 1
 
 

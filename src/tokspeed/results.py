@@ -232,14 +232,18 @@ def iter_records(
 def build_benchmark(
     name: str, profile: dict[str, Any], records: list[RequestRecord], slos: list[SLO]
 ) -> Benchmark:
-    """Summaries of one load point: pooled over iterations, per iteration, and across iterations."""
-    per_iteration = summarize_by_iteration(records, slos)
+    """Summaries of one load point: pooled over iterations, per iteration, and across iterations.
+
+    An open-loop `profile` (kind "rate") passes its rate on, for the schedule-based metrics.
+    """
+    rate = profile.get("rate") if profile.get("kind") == "rate" else None
+    per_iteration = summarize_by_iteration(records, slos, rate)
     iterations = [IterationResult(iteration=i, summary=s) for i, s in sorted(per_iteration.items())]
     across = across_iterations([it.summary for it in iterations]) if len(iterations) > 1 else None
     return Benchmark(
         name=name,
         profile=profile,
-        summary=summarize(records, slos),
+        summary=summarize(records, slos, rate),
         iterations=iterations,
         across_iterations=across,
     )
@@ -280,6 +284,8 @@ def _rebuilt_from_records(result: RunResult, records: list[RequestRecord]) -> Ru
     """A run whose process died before writing its summary (run.json still says "running")."""
     slos = [parse_slo(s) for s in result.config.get("slo") or []]
     profile = {"kind": result.config.get("profile", "unknown")}
+    if profile["kind"] == "rate":
+        profile["rate"] = result.config.get("rate")
     rebuilt = missing_benchmarks(result.benchmarks, records, slos, profile)
     note = (
         f"{RUN_FILE} says the run never finished (the process was killed?): "

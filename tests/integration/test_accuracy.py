@@ -179,10 +179,11 @@ def test_warmup_is_recorded_but_excluded(start_sim: Callable[..., SimServer], tm
 def test_poisson_rate_schedule_is_kept(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
     sim = start_sim("--ttft-ms", "5", "--itl-ms", "1")
     s = summary(run(sim, tmp_path / "r", "--rate", "40", "--requests", "120", "--max-tokens", "4",
-                    "--warmup", "0", "--seed", "3"))
+                    "--warmup", "0", "--seed", "3", "--exact-rate"))
     recs = sorted(records(tmp_path / "r"), key=lambda r: r["scheduled_ns"])
     gaps = np.diff([r["scheduled_ns"] for r in recs]) / 1e9
-    assert np.sum(gaps) == pytest.approx(119 / 40, rel=1e-6)  # exact offered rate
+    assert np.sum(gaps) == pytest.approx(119 / 40, rel=1e-6)  # --exact-rate: the drawn gaps rescaled to 120/40 s
+    assert s["schedule"]["offered_requests_per_s"] == pytest.approx(40, rel=1e-6)
     assert 0.7 < gaps.std() / gaps.mean() < 1.3  # exponential gaps (cv ~ 1), not constant
     assert s["lateness_ms"]["p99"] < 10  # the client kept the schedule
     assert s["throughput"]["requests_per_s"] == pytest.approx(40, rel=0.1)

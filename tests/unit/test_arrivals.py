@@ -1,4 +1,4 @@
-"""Open-loop arrival schedules: exact rates, seeded, and the right distributions."""
+"""Open-loop arrival schedules: gaps as drawn (or rescaled with exact_rate), seeded, the right distributions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from tokspeed.load.plan import NS, LoadPlan, arrival_offsets_ns
+from tokspeed.load.plan import NS, LoadPlan, arrival_offsets_ns, rescaled
+from tokspeed.metrics.schedule import gap_stats
 
 
 def ks_statistic(samples: np.ndarray, cdf) -> float:  # type: ignore[no-untyped-def]
@@ -24,10 +25,47 @@ def test_constant_is_exact() -> None:
     assert off.tolist() == [0, 250_000_000, 500_000_000, 750_000_000, 1_000_000_000]
 
 
-def test_poisson_count_rescaled_to_exact_rate() -> None:
+def test_constant_gaps_have_no_spread_and_the_exact_rate() -> None:
+    for rate in (20.0, 200.0, 3.0):
+        rate_seen, cv = gap_stats([arrival_offsets_ns(rate, "constant", 1.0, 400, None, seed=0)])
+        assert rate_seen == pytest.approx(rate, rel=1e-6)
+        assert cv is not None and cv < 1e-6  # only the rounding to whole nanoseconds
+
+
+def test_poisson_gaps_are_used_as_drawn_by_default() -> None:
+    """No rescaling: the schedule is the cumulative sum of the seeded exponential draws."""
     off = arrival_offsets_ns(10.0, "poisson", 1.0, 401, None, seed=3)
+    drawn = np.random.default_rng(3).exponential(1 / 10.0, 400)
     assert len(off) == 401 and off[0] == 0
-    assert off[-1] == pytest.approx(40 * NS, abs=10)
+    assert off[1:].tolist() == np.round(np.cumsum(drawn) * NS).astype(np.int64).tolist()
+    realised, _ = gap_stats([off])
+    assert realised == pytest.approx(400 / drawn.sum(), rel=1e-9)
+    assert realised != pytest.approx(10.0, rel=0.01)  # this seed's draw is ~8% slow: reported, not hidden
+
+
+def test_exact_rate_rescales_the_drawn_schedule_to_n_over_rate() -> None:
+    drawn = arrival_offsets_ns(10.0, "poisson", 1.0, 401, None, seed=3)
+    exact = arrival_offsets_ns(10.0, "poisson", 1.0, 401, None, seed=3, exact_rate=True)
+    assert len(exact) == 401 and exact[0] == 0
+    assert exact[-1] == pytest.approx(40 * NS, abs=10)  # 401 arrivals in 401/10 s: the last at 400/10
+    assert gap_stats([exact])[0] == pytest.approx(10.0, rel=1e-9)
+    # the same draw, stretched: every gap scaled by one factor
+    ratio = np.diff(exact).astype(float) / np.diff(drawn)
+    assert ratio.max() - ratio.min() < 1e-6 * ratio.mean() + 2 / np.diff(drawn).min()
+    gamma = arrival_offsets_ns(10.0, "gamma", 0.5, 101, None, seed=4, exact_rate=True)
+    assert gamma[-1] == pytest.approx(10 * NS, abs=10)
+
+
+def test_exact_rate_with_only_a_duration_draws_rate_times_duration() -> None:
+    off = arrival_offsets_ns(50.0, "poisson", 1.0, None, 10.0, seed=5, exact_rate=True)
+    assert len(off) == 500 and off.max() < 10 * NS
+    assert off[-1] == pytest.approx(499 / 50 * NS, abs=10)
+
+
+def test_rescaled_leaves_degenerate_gaps_alone() -> None:
+    assert rescaled(np.array([]), 5.0).size == 0
+    assert rescaled(np.zeros(3), 5.0).tolist() == [0.0, 0.0, 0.0]
+    assert rescaled(np.array([1.0, 3.0]), 2.0).tolist() == [0.25, 0.75]  # mean gap 1/2 s
 
 
 def test_poisson_gaps_pass_goodness_of_fit() -> None:
@@ -70,3 +108,10 @@ def test_closed_loop_plans_have_no_arrivals() -> None:
     with pytest.raises(ValueError):
         LoadPlan(kind="concurrency", workers=4).arrivals_ns(10, None, 0)
     assert LoadPlan(kind="rate", rate=2, workers=3).describe()["max_concurrency"] == 3
+
+
+def test_plan_passes_exact_rate_on_and_says_so() -> None:
+    plan = LoadPlan(kind="rate", rate=10.0, arrival="poisson", exact_rate=True)
+    assert plan.arrivals_ns(401, None, 3)[-1] == pytest.approx(40 * NS, abs=10)
+    assert plan.describe()["exact_rate"] is True and "exact rate" in plan.label()
+    assert "exact_rate" not in LoadPlan(kind="rate", rate=10.0).describe()  # as profiles saved before it

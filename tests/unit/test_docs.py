@@ -20,7 +20,7 @@ def options(command: str) -> set[str]:
 
 def test_every_flag_in_the_readme_exists() -> None:
     known = options("run") | options("sim") | options("report") | options("compare") | options("sweep")
-    known |= options("capacity") | {"--help"}
+    known |= options("capacity") | options("diagnose") | {"--help"}
     mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", README))
     assert mentioned - known == set()
 
@@ -28,6 +28,17 @@ def test_every_flag_in_the_readme_exists() -> None:
 def test_every_run_flag_is_documented() -> None:
     undocumented = {o for o in options("run") if o not in README}
     assert undocumented == set()
+
+
+def test_every_diagnose_flag_is_documented() -> None:
+    undocumented = {o for o in options("diagnose") if o not in README}
+    assert undocumented == set()
+
+
+def test_every_diagnosis_rule_is_documented() -> None:
+    from tokspeed.diagnosis.rules import RULE_IDS
+
+    assert {r for r in RULE_IDS if f"`{r}`" not in README} == set()
 
 
 def test_readme_names_the_test_command_ci_runs() -> None:

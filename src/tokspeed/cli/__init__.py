@@ -1,8 +1,8 @@
 """The command line: the only place that prints errors and chooses exit codes.
 
 Exit codes: 0 ok, 1 failure (target unreachable, every request failed, bad
-results dir), 2 usage or configuration error, 3 an SLO was breached,
-130 interrupted (results so far are saved).
+results dir), 2 usage or configuration error, 3 an SLO was breached (or a
+`diagnose --fail-on` finding exists), 130 interrupted (results so far are saved).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from tokspeed.cli import compare_cmd, report_cmd, run_cmd, sim_cmd, sweep_cmd
+    from tokspeed.cli import compare_cmd, diagnose_cmd, report_cmd, run_cmd, sim_cmd, sweep_cmd
 
     app.command("run", help=run_cmd.HELP, no_args_is_help=False)(run_cmd.run)
     app.command("sweep", help=sweep_cmd.SWEEP_HELP)(sweep_cmd.sweep)
@@ -37,6 +37,7 @@ def _register() -> None:
     app.command("report", help=report_cmd.HELP)(report_cmd.report)
     app.command("sim", help=sim_cmd.HELP)(sim_cmd.sim)
     app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)
+    app.command("diagnose", help=diagnose_cmd.HELP)(diagnose_cmd.diagnose)
 
 
 _register()

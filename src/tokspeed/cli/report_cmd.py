@@ -53,5 +53,5 @@ def report(
         print(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
     elif not plan.exporting:
         wide = None if sys.stdout.isatty() else 160  # CI logs and pipes: no wrapping at 80 columns
-        Console(highlight=False, width=wide).print(render_result(result))
+        Console(highlight=False, width=wide).print(render_result(result, directory))
     return plan.finish(result, records, directory, stdout_taken=json_out)

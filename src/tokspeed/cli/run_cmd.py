@@ -16,6 +16,7 @@ from tokspeed.backends.engine_options import EngineOptions
 from tokspeed.cli import engine_flags as ef
 from tokspeed.config import Api, Arrival, RunConfig, config_from_sources, parse_duration
 from tokspeed.cli.plans import Mode, Plan, float_value, int_value, sweep_request
+from tokspeed.cli.workers import check_workers, choose_workers
 from tokspeed.errors import ConfigError
 
 HELP = """Benchmark a server, or with no --target a small model on this CPU (the embedded default).
@@ -40,6 +41,7 @@ WORK = "Workload"
 LOAD = "Load"
 OUT = "Output"
 SAMPLE = "Sampling"
+TELEMETRY = "Telemetry"
 
 
 def _opt(*names: str, help: str, panel: str, envvar: str | None = None, **kw: Any) -> Any:
@@ -71,7 +73,9 @@ def run(
     rate: Annotated[Optional[str], _opt("--rate", "-r", help="Open loop: R requests per second on a precomputed schedule. A list (1,2,4) sweeps it.", panel=LOAD)] = None,
     arrival: Annotated[Optional[Arrival], _opt("--arrival", help="Open-loop arrivals: constant, poisson or gamma. [default: poisson]", panel=LOAD)] = None,
     burstiness: Annotated[Optional[float], _opt("--burstiness", help="Gamma shape for --arrival gamma: 1 = Poisson, <1 burstier. [default: 1]", panel=LOAD)] = None,
+    exact_rate: Annotated[bool, _opt("--exact-rate", help="Rescale the drawn poisson/gamma gaps so N requests take exactly N/rate seconds. [default: gaps as drawn; the offered rate is reported]", panel=LOAD)] = False,
     max_concurrency: Annotated[Optional[int], _opt("--max-concurrency", help="Cap in-flight requests for --rate (waits count as lateness).", panel=LOAD, min=1)] = None,
+    workers: Annotated[Optional[str], _opt("--workers", help="Client processes that share the streams' HTTP and SSE work, for loads one Python process cannot drive: N, or auto (one per 256 streams, at most cores - 1). HTTP targets only. [default: 1]", panel=LOAD)] = None,
     requests: Annotated[Optional[int], _opt("--requests", "-n", help="Measured requests per iteration. [default: 100, or unlimited with --duration]", panel=LOAD, min=1)] = None,
     duration: Annotated[Optional[str], _opt("--duration", help="Stop starting requests after this long per iteration (30s, 5m).", panel=LOAD)] = None,
     warmup: Annotated[Optional[int], _opt("--warmup", help="Warm-up requests before measuring, excluded from statistics. [default: one per stream, at most 256]", panel=LOAD, min=0)] = None,
@@ -84,6 +88,9 @@ def run(
     quiet: Annotated[bool, _opt("--quiet", "-q", help="Print only the results directory and SLO verdicts.", panel=OUT)] = False,
     plain: Annotated[bool, _opt("--plain", help="No live view or colour: plain lines, for CI logs.", panel=OUT)] = False,
     html: Annotated[Optional[Path], _opt("--html", help="Also write a self-contained HTML report to FILE at the end (also when interrupted; needs the 'report' extra).", panel=OUT, metavar="FILE")] = None,
+    server_metrics: Annotated[Optional[str], _opt("--server-metrics", help="Prometheus endpoint of the server to scrape during the run (vLLM, SGLang, TGI, llama.cpp), or 'off'. [default: the target's /metrics, if it answers]", panel=TELEMETRY, metavar="URL|off")] = None,
+    telemetry_interval: Annotated[Optional[str], _opt("--telemetry-interval", help="Time between telemetry samples (GPU, client, server): 0.25, 250ms, 1s. [default: 0.25 s]", panel=TELEMETRY, metavar="SECONDS")] = None,
+    no_telemetry: Annotated[bool, _opt("--no-telemetry", help="Sample nothing beside the load: no telemetry.jsonl, no GPU/client/server figures.", panel=TELEMETRY)] = False,
     dtype: ef.Dtype = None,
     device: ef.Device = None,
     trust_remote_code: ef.TrustRemoteCode = False,
@@ -110,10 +117,11 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
               ttft_timeout: str | None, retries: int | None, no_usage: bool, max_tokens: str | None,
               temperature: float | None, top_p: float | None, stop: list[str] | None, dataset: str | None,
               input_tokens: str | None, tokenizer: str | None, seed: int | None, synchronous: bool,
-              concurrency: str | None, rate: str | None, arrival: Any, burstiness: float | None,
-              max_concurrency: int | None, requests: int | None, duration: str | None, warmup: int | None,
+              concurrency: str | None, rate: str | None, arrival: Any, burstiness: float | None, exact_rate: bool,
+              max_concurrency: int | None, workers: str | None, requests: int | None, duration: str | None, warmup: int | None,
               max_error_rate: float | None, iterations: int | None, slo: list[str] | None, out: Path | None,
               overwrite: bool, scenario: Path | None, quiet: bool, plain: bool, html: Path | None,
+              server_metrics: str | None, telemetry_interval: str | None, no_telemetry: bool,
               dtype: Any, device: Any, trust_remote_code: bool, engine_arg: Any, tensor_parallel_size: Any,
               gpu_memory_utilization: Any, max_num_seqs: Any, max_model_len: Any, enforce_eager: bool,
               quantization: Any, kv_cache_dtype: Any, load_format: Any) -> int:
@@ -154,7 +162,9 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         "rate": rate_r,
         "arrival": arrival,
         "burstiness": burstiness,
+        "exact_rate": True if exact_rate else None,
         "max_concurrency": max_concurrency,
+        "client_workers": workers,
         "requests": requests,
         "duration_s": parse_duration(duration) if duration else None,
         "warmup": warmup,
@@ -162,12 +172,16 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         "max_error_rate": max_error_rate,
         "slo": slo or None,
         "out": out,
+        "server_metrics": server_metrics,
+        "telemetry_interval_s": parse_duration(telemetry_interval) if telemetry_interval else None,
+        "telemetry": False if no_telemetry else None,
     }
     cfg = config_from_sources(scenario, overrides)
     if input_tokens and dataset is None and cfg.dataset == "builtin":
         cfg = cfg.model_copy(update={"dataset": "synthetic"})
     targets = [_normalise_target(t) for t in target] if target else [None]
     plan = mode.plan(sweep, targets, cfg)
+    check_workers(cfg, targets)
     return execute(cfg, quiet=quiet, plain=plain, overwrite=overwrite, html=html, engine=engine, plan=plan)
 
 
@@ -206,6 +220,10 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
         console.out.print(f"Measuring the {describe_plan(cfg)}")
     if offline_vllm and not quiet:
         console.out.print(f"Measuring {describe_offline(cfg)}")
+    if cfg.client_workers == "auto" and not quiet:
+        per_point = " for the first load point; each point chooses its own" if plan is not None else ""
+        choice = choose_workers(cfg)
+        console.out.print(f"Client processes: {choice.count} ({choice.reason}){per_point}", highlight=False)
     with console.live(cfg) as observer:
         outcome = _run_async(execute_points(cfg, points, out_dir, observer, overwrite=overwrite))
     console.final(outcome)

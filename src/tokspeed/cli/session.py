@@ -5,6 +5,7 @@ from __future__ import annotations
 from tokspeed.backends.base import Backend
 from tokspeed.backends.engine_options import EngineOptions
 from tokspeed.backends.openai_http import OpenAIHTTPBackend
+from tokspeed.cli.workers import WORKER_COMMAND, WorkerChoice, choose_workers, worker_settings
 from tokspeed.config import SAMPLE_OUTPUTS, RunConfig
 from tokspeed.workload import Workload, load_workload
 from tokspeed.workload.tokens import load_counter
@@ -27,10 +28,25 @@ def build_backend(cfg: RunConfig, workload: Workload, engine: EngineOptions | No
 
     kind = engine_kind(cfg.target)
     (engine or EngineOptions()).check(kind)  # an engine flag given to a target that does not take it
+    workers = choose_workers(cfg)  # ConfigError for --workers N with an in-process engine
     if kind is not None:
         return _engine_backend(cfg, kind, engine or EngineOptions())
     if is_embedded_target(cfg.target):
         return _embedded_backend(cfg)
+    backend = http_backend(cfg, cfg.streams)
+    return _pooled(cfg, backend, workers) if workers.pooled else backend
+
+
+def _pooled(cfg: RunConfig, backend: Backend, workers: WorkerChoice) -> Backend:
+    """`--workers N`: client processes that each run a backend like `backend` (which probes the target)."""
+    from tokspeed.backends.worker_pool import WorkerPoolBackend
+
+    return WorkerPoolBackend(backend, workers=workers.count, settings=worker_settings(cfg),
+                             pool_size=-(-cfg.streams // workers.count), command=WORKER_COMMAND, reason=workers.reason)
+
+
+def http_backend(cfg: RunConfig, pool_size: int) -> Backend:
+    """The OpenAI-compatible HTTP backend for `cfg` (also what each `--workers` process runs)."""
     assert cfg.target is not None
     return OpenAIHTTPBackend(
         cfg.target,
@@ -45,7 +61,7 @@ def build_backend(cfg: RunConfig, workload: Workload, engine: EngineOptions | No
         timeout_s=cfg.timeout_s,
         ttft_timeout_s=cfg.ttft_timeout_s,
         retries=cfg.retries,
-        pool_size=cfg.streams,
+        pool_size=pool_size,
         counter=load_counter(cfg.tokenizer) if cfg.tokenizer else None,
         keep_text_for=SAMPLE_OUTPUTS,
     )

@@ -31,6 +31,7 @@ class Outcome:
     passed: bool  # every SLO held
     achieved_rate: float | None = None  # completed requests / window
     reason: str = ""
+    offered_rate: float | None = None  # what the drawn schedule offered (poisson/gamma gaps are not rescaled)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +65,16 @@ Search = Generator[float, Outcome, Capacity]
 
 
 def judge(outcome: Outcome, offered: float) -> Outcome:
-    """Turn a probe that did not keep up into a fail, saying so."""
+    """Turn a probe that did not keep up into a fail, saying so.
+
+    "Kept up" is judged against the rate the probe's schedule really offered when
+    the outcome knows it (a drawn Poisson schedule is a few percent off the rate
+    asked), else against `offered`.
+    """
+    offered = outcome.offered_rate or offered
     if outcome.achieved_rate is not None and outcome.achieved_rate < KEEP_UP * offered:
         why = f"over-saturated: achieved {outcome.achieved_rate:.3g} of {offered:.3g} req/s offered"
-        return Outcome(passed=False, achieved_rate=outcome.achieved_rate, reason=why)
+        return Outcome(passed=False, achieved_rate=outcome.achieved_rate, reason=why, offered_rate=outcome.offered_rate)
     return outcome
 
 

@@ -11,10 +11,15 @@ Arrivals (open loop), first request at t = 0:
 * poisson: exponential gaps with mean 1/R.
 * gamma: gamma gaps with shape B (`burstiness`) and scale 1/(R·B); B = 1 is
   Poisson, B < 1 burstier, B > 1 more regular.
-With a request count, the random gaps are rescaled so the schedule spans exactly
-(n − 1)/R (as vLLM's client does): the offered rate is then exact rather than
-±5–10% off over a few hundred arrivals. With only a duration, arrivals are drawn
-until the duration ends, unscaled.
+
+Random gaps are used as drawn: over n arrivals the realised offered rate,
+(n − 1) / (last − first arrival), is off the target by about R/√n (±5% over 400
+Poisson arrivals). The run reports it beside the target (`summary.schedule`).
+With `exact_rate` (`--exact-rate`) the drawn gaps are rescaled so that n arrivals
+take exactly n/R seconds, the last at (n − 1)/R as with constant arrivals (what
+vLLM's client does); with only a duration, n = round(R × duration) arrivals are
+drawn and rescaled the same way. A request count and a duration together: the
+count is drawn (and rescaled), then cut at the duration.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class LoadPlan:
     rate: float | None = None
     arrival: str = "poisson"
     burstiness: float = 1.0
+    exact_rate: bool = False
 
     @property
     def open_loop(self) -> bool:
@@ -48,13 +54,16 @@ class LoadPlan:
             return {"kind": "synchronous", "concurrency": 1}
         if self.kind == "concurrency":
             return {"kind": "concurrency", "concurrency": self.workers}
-        return {
+        profile: dict[str, Any] = {
             "kind": "rate",
             "rate": self.rate,
             "arrival": self.arrival,
             "burstiness": self.burstiness if self.arrival == "gamma" else None,
             "max_concurrency": self.workers,
         }
+        if self.exact_rate:  # only when set, so profiles saved before the option compare equal
+            profile["exact_rate"] = True
+        return profile
 
     def label(self) -> str:
         if self.kind == "synchronous":
@@ -62,26 +71,38 @@ class LoadPlan:
         if self.kind == "concurrency":
             return f"concurrency {self.workers}"
         cap = f", max {self.workers} in flight" if self.workers else ""
-        return f"rate {self.rate:g}/s {self.arrival}{cap}"
+        exact = ", exact rate" if self.exact_rate and self.arrival != "constant" else ""
+        return f"rate {self.rate:g}/s {self.arrival}{exact}{cap}"
 
     def arrivals_ns(self, n: int | None, duration_s: float | None, seed: int) -> np.ndarray:
         """Open-loop start offsets in ns from the phase start (int64, non-decreasing)."""
         if not self.open_loop or self.rate is None:
             raise ValueError("arrivals exist only for the rate profile")
-        return arrival_offsets_ns(self.rate, self.arrival, self.burstiness, n, duration_s, seed)
+        return arrival_offsets_ns(
+            self.rate, self.arrival, self.burstiness, n, duration_s, seed, exact_rate=self.exact_rate
+        )
 
 
 def arrival_offsets_ns(
-    rate: float, arrival: str, burstiness: float, n: int | None, duration_s: float | None, seed: int
+    rate: float,
+    arrival: str,
+    burstiness: float,
+    n: int | None,
+    duration_s: float | None,
+    seed: int,
+    exact_rate: bool = False,
 ) -> np.ndarray:
     """See the module docstring for the rules."""
     if n is None and duration_s is None:
         raise ValueError("an open-loop schedule needs a request count or a duration")
     rng = np.random.default_rng(seed)
+    if n is None and exact_rate:
+        assert duration_s is not None
+        n = max(1, round(rate * duration_s))
     if n is not None:
         gaps = _gaps(rng, rate, arrival, burstiness, max(n - 1, 0))
-        if arrival != "constant" and len(gaps) and gaps.sum() > 0:
-            gaps *= (len(gaps) / rate) / gaps.sum()
+        if exact_rate:
+            gaps = rescaled(gaps, rate)
         offsets = np.concatenate(([0.0], np.cumsum(gaps)))
         if duration_s is not None:
             offsets = offsets[offsets < duration_s]
@@ -89,6 +110,17 @@ def arrival_offsets_ns(
         assert duration_s is not None
         offsets = _until(rng, rate, arrival, burstiness, duration_s)
     return np.round(offsets * NS).astype(np.int64)
+
+
+def rescaled(gaps: np.ndarray, rate: float) -> np.ndarray:
+    """Gaps scaled so that their mean is exactly 1/rate (n arrivals then take n/rate seconds).
+
+    Formula: gaps × (len(gaps) / rate) / Σ gaps; unchanged when empty or all zero.
+    """
+    total = float(gaps.sum())
+    if not len(gaps) or total <= 0:
+        return gaps
+    return gaps * ((len(gaps) / rate) / total)
 
 
 def _until(rng: np.random.Generator, rate: float, arrival: str, burstiness: float, duration_s: float) -> np.ndarray:

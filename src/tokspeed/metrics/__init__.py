@@ -19,23 +19,27 @@ from tokspeed.metrics.iterations import (
 from tokspeed.metrics.request import (
     chunk_gaps_ns,
     decode_tokens_per_s,
+    e2e_from_scheduled_ns,
     e2e_ns,
     itl_values_ns,
     lateness_ns,
     max_itl_ns,
     tpot_ns,
     ttfa_ns,
+    ttft_from_scheduled_ns,
     ttft_ns,
     was_sent,
 )
 from tokspeed.metrics.schema import (
     Goodput,
     RequestCounts,
+    Schedule,
     SLOResult,
     Summary,
     Throughput,
     TokenTotals,
 )
+from tokspeed.metrics.schedule import gap_stats, schedule_summary
 from tokspeed.metrics.slo import SLO, parse_slo
 from tokspeed.metrics.stats import STAT_NAMES, Distribution, distribution
 from tokspeed.metrics.summary import summarize, summarize_by_iteration, window_s
@@ -51,6 +55,7 @@ __all__ = [
     "SLO",
     "SLOResult",
     "STAT_NAMES",
+    "Schedule",
     "Summary",
     "Throughput",
     "TokenTotals",
@@ -59,18 +64,22 @@ __all__ = [
     "chunk_timing",
     "decode_tokens_per_s",
     "distribution",
+    "e2e_from_scheduled_ns",
     "e2e_ns",
+    "gap_stats",
     "implied_thresholds",
     "itl_values_ns",
     "lateness_ns",
     "max_itl_ns",
     "metric_across",
     "parse_slo",
+    "schedule_summary",
     "summarize",
     "summarize_by_iteration",
     "t_critical_95",
     "tpot_ns",
     "ttfa_ns",
+    "ttft_from_scheduled_ns",
     "ttft_ns",
     "was_sent",
     "window_s",

@@ -65,6 +65,28 @@ def lateness_ns(r: RequestRecord) -> int | None:
     return r.sent_ns - r.scheduled_ns if was_sent(r) else None
 
 
+def ttft_from_scheduled_ns(r: RequestRecord) -> int | None:
+    """Time to first token counted from when the request was due, not from when it was sent.
+
+    Formula: first_token_ns − scheduled_ns (= lateness + TTFT); None when no token
+    arrived. Corrects for coordinated omission: time a request spent waiting inside
+    the client (for a --max-concurrency slot, behind a client that fell behind)
+    counts, as the user who sent it at its scheduled time would feel it. Meaningful
+    for open-loop runs only (a closed loop schedules a request when a worker picks it).
+    """
+    return None if r.first_token_ns is None else r.first_token_ns - r.scheduled_ns
+
+
+def e2e_from_scheduled_ns(r: RequestRecord) -> int | None:
+    """End-to-end latency counted from when the request was due (open loop).
+
+    Formula: end_ns − scheduled_ns (= lateness + E2E), for status ok only.
+    """
+    if r.status is not Status.OK or r.end_ns is None:
+        return None
+    return r.end_ns - r.scheduled_ns
+
+
 def tpot_ns(r: RequestRecord) -> float | None:
     """Time per output token after the first.
 

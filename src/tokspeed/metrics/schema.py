@@ -22,6 +22,8 @@ DISTRIBUTIONS: dict[str, tuple[str, str]] = {
     "tpot_ms": ("tpot", "ms"),
     "e2e_ms": ("e2e", "ms"),
     "lateness_ms": ("lateness", "ms"),
+    "ttft_from_scheduled_ms": ("ttft_from_scheduled", "ms"),
+    "e2e_from_scheduled_ms": ("e2e_from_scheduled", "ms"),
     "decode_tokens_per_s": ("decode", "tokens_per_s"),
     "input_tokens": ("input_tokens", ""),
     "output_tokens": ("output_tokens", ""),
@@ -57,6 +59,22 @@ class TokenTotals(_Frozen):
     output_total: int = 0
     input_sources: dict[str, int] = {}
     output_sources: dict[str, int] = {}
+
+
+class Schedule(_Frozen):
+    """Open-loop runs only: the rate asked for, the rate the drawn schedule offered, and how requests went out.
+
+    offered = 1 / mean gap between scheduled times ((n − 1) / (last − first) in one
+    iteration); sent = the same over the send times; each gap CV is stdev / mean of
+    those gaps (0 for perfectly even arrivals, ~1 for Poisson). See
+    `tokspeed.metrics.schedule`.
+    """
+
+    target_requests_per_s: float | None = None
+    offered_requests_per_s: float | None = None
+    sent_requests_per_s: float | None = None
+    scheduled_gap_cv: float | None = None
+    sent_gap_cv: float | None = None
 
 
 class Goodput(_Frozen):
@@ -96,10 +114,13 @@ class Summary(_Frozen):
     tpot_ms: Distribution = Distribution()
     e2e_ms: Distribution = Distribution()
     lateness_ms: Distribution = Distribution()
+    ttft_from_scheduled_ms: Distribution = Distribution()  # open loop only: first token − scheduled
+    e2e_from_scheduled_ms: Distribution = Distribution()  # open loop only: end − scheduled
     decode_tokens_per_s: Distribution = Distribution()
     input_tokens: Distribution = Distribution()
     output_tokens: Distribution = Distribution()
     throughput: Throughput = Throughput()
+    schedule: Schedule | None = None  # open loop only
     tokens: TokenTotals = TokenTotals()
     goodput: Goodput | None = None
     slo: list[SLOResult] = []
@@ -111,7 +132,9 @@ class Summary(_Frozen):
         `decode_p50_tokens_per_s`), `<metric>_<stat>` for token counts
         (`output_tokens_p50`) and `<metric>_count`; then `requests_per_s`,
         `output_tokens_per_s`, `total_tokens_per_s`, `input_tokens_per_s`,
-        `error_rate`, `goodput_requests_per_s` and `goodput_fraction`.
+        `error_rate`, `goodput_requests_per_s`, `goodput_fraction`, and for
+        open-loop runs `offered_requests_per_s`, `sent_requests_per_s` and
+        `sent_gap_cv` (None otherwise).
         """
         out: dict[str, float | None] = {}
         for field, (metric, unit) in DISTRIBUTIONS.items():
@@ -122,6 +145,10 @@ class Summary(_Frozen):
         out["error_rate"] = self.error_rate
         out["goodput_requests_per_s"] = self.goodput.requests_per_s if self.goodput else None
         out["goodput_fraction"] = self.goodput.fraction if self.goodput else None
+        schedule = self.schedule or Schedule()
+        out["offered_requests_per_s"] = schedule.offered_requests_per_s
+        out["sent_requests_per_s"] = schedule.sent_requests_per_s
+        out["sent_gap_cv"] = schedule.sent_gap_cv
         return out
 
 

@@ -11,6 +11,9 @@ Warm-up records (`warmup=True`) are always left out. Formulas:
   (rates are None when the window is unknown or zero; unknown counts add 0)
 * TTFT, TTFA, ITL (per token, pooled), chunk gaps, TPOT, E2E, decode speed and
   token counts are over completed requests; lateness over every sent request.
+* open-loop points only (`target_rate` given): TTFT and E2E from the scheduled
+  time (coordinated-omission corrected) over completed requests, and the
+  schedule's realised rates (`tokspeed.metrics.schedule`); otherwise empty / None.
 
 Per-request formulas live in `tokspeed.metrics.request`, pooled chunk timing in
 `tokspeed.metrics.chunks`, goodput and SLO verdicts in `tokspeed.metrics.goodput`.
@@ -27,6 +30,7 @@ import numpy as np
 from tokspeed.metrics import request as rq
 from tokspeed.metrics.chunks import ChunkTiming, chunk_timing
 from tokspeed.metrics.goodput import goodput, judge
+from tokspeed.metrics.schedule import schedule_summary
 from tokspeed.metrics.schema import RequestCounts, Summary, Throughput, TokenTotals
 from tokspeed.metrics.slo import SLO
 from tokspeed.metrics.stats import distribution
@@ -36,8 +40,15 @@ NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
 
 
-def summarize(records: Iterable[RequestRecord], slos: Sequence[SLO] = ()) -> Summary:
-    """The Summary of the measured (non-warm-up) records, judged against `slos`."""
+def summarize(
+    records: Iterable[RequestRecord], slos: Sequence[SLO] = (), target_rate: float | None = None
+) -> Summary:
+    """The Summary of the measured (non-warm-up) records, judged against `slos`.
+
+    `target_rate` is the rate an open-loop point asked for; None for a closed loop,
+    whose schedule-based metrics are then left empty (its "schedule" is only when a
+    worker picked each request).
+    """
     measured = [r for r in records if not r.warmup]
     ok = [r for r in measured if r.status is Status.OK]
     failed = [r for r in measured if r.status is Status.ERROR]
@@ -45,6 +56,7 @@ def summarize(records: Iterable[RequestRecord], slos: Sequence[SLO] = ()) -> Sum
     timing = chunk_timing(ok)
     per_request = _PerRequest.of(ok, timing)
     tokens = _token_totals(ok)
+    on_schedule = ok if target_rate is not None else []  # open loop: latency from the scheduled time
     base = Summary(
         requests=RequestCounts(
             completed=len(ok),
@@ -62,10 +74,13 @@ def summarize(records: Iterable[RequestRecord], slos: Sequence[SLO] = ()) -> Sum
         tpot_ms=distribution(per_request.tpot_ns, 1 / NS_PER_MS),
         e2e_ms=distribution(per_request.e2e_ns, 1 / NS_PER_MS),
         lateness_ms=distribution(_column(rq.lateness_ns, measured), 1 / NS_PER_MS),
+        ttft_from_scheduled_ms=distribution(_column(rq.ttft_from_scheduled_ns, on_schedule), 1 / NS_PER_MS),
+        e2e_from_scheduled_ms=distribution(_column(rq.e2e_from_scheduled_ns, on_schedule), 1 / NS_PER_MS),
         decode_tokens_per_s=distribution(per_request.decode_tokens_per_s),
         input_tokens=distribution(_column(lambda r: r.input_tokens, ok)),
         output_tokens=distribution(_column(lambda r: r.output_tokens, ok)),
         throughput=_throughput(len(ok), tokens, window),
+        schedule=schedule_summary(measured, target_rate) if target_rate is not None else None,
         tokens=tokens,
         goodput=goodput(per_request.slo_values(), slos, len(ok), window),
     )
@@ -75,14 +90,14 @@ def summarize(records: Iterable[RequestRecord], slos: Sequence[SLO] = ()) -> Sum
 
 
 def summarize_by_iteration(
-    records: Iterable[RequestRecord], slos: Sequence[SLO] = ()
+    records: Iterable[RequestRecord], slos: Sequence[SLO] = (), target_rate: float | None = None
 ) -> dict[int, Summary]:
     """One Summary per measured iteration (≥ 1), in iteration order; warm-up left out."""
     groups: dict[int, list[RequestRecord]] = {}
     for r in records:
         if not r.warmup and r.iteration >= 1:
             groups.setdefault(r.iteration, []).append(r)
-    return {i: summarize(groups[i], slos) for i in sorted(groups)}
+    return {i: summarize(groups[i], slos, target_rate) for i in sorted(groups)}
 
 
 def window_s(records: Iterable[RequestRecord]) -> float | None:

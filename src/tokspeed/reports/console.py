@@ -125,7 +125,7 @@ class Console:
                     print(f"SLO {'PASS' if v.met else 'FAIL'} {v.slo}")
             print(outcome.directory)
             return
-        self.out.print(render_result(result))
+        self.out.print(render_result(result, outcome.directory))
         if outcome.interrupted:
             self.out.print(f"Interrupted: {outcome.requests} finished requests saved in {outcome.directory}")
         else:

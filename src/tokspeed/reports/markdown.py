@@ -1,14 +1,16 @@
 """A saved run as GitHub-flavoured markdown, to paste into a PR or an issue.
 
 Pure: a RunResult in, a string out: a title line, per benchmark the headline
-table and the metric table, then SLO verdicts and warnings.
+table and the metric table, then SLO verdicts, warnings and the diagnosis.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tokspeed.diagnosis.schema import Finding
 from tokspeed.metrics.stats import Distribution
+from tokspeed.reports.diagnosis_text import where
 from tokspeed.reports.headline import headlines
 from tokspeed.reports.summary_text import ROWS, STATS, fmt, header_lines
 from tokspeed.results import Benchmark, RunResult
@@ -22,9 +24,16 @@ def run_markdown(result: RunResult, title: str | None = None) -> str:
         out += _benchmark(bench, several=len(result.benchmarks) > 1)
     if result.warnings:
         out += ["### Warnings", ""] + [f"- ⚠️ {w}" for w in result.warnings] + [""]
+    if result.diagnosis:
+        out += ["### Diagnosis", ""] + [_finding(f, result) for f in result.diagnosis] + [""]
     if result.status != "complete":
         out += [f"**Run status: {result.status}**" + (f" ({result.error})" if result.error else ""), ""]
     return "\n".join(out)
+
+
+def _finding(f: Finding, result: RunResult) -> str:
+    point = where(f, result)
+    return f"- **{f.severity}** `{f.rule}`{f' ({point})' if point else ''}: {f.title}. *Change:* {f.advice}"
 
 
 def _title(result: RunResult) -> str:

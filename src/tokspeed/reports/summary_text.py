@@ -6,12 +6,14 @@ re-rendered from disk looks exactly like the original printout.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from tokspeed.metrics.schema import Schedule
 from tokspeed.metrics.stats import Distribution
 from tokspeed.results import Benchmark, RunResult
 
@@ -24,6 +26,8 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("decode_tokens_per_s", "Decode speed per user", "tok/s"),
     ("chunk_gap_ms", "Gap between chunks", "ms"),
     ("lateness_ms", "Send lateness", "ms"),
+    ("ttft_from_scheduled_ms", "TTFT from schedule", "ms"),
+    ("e2e_from_scheduled_ms", "E2E from schedule", "ms"),
     ("input_tokens", "Input tokens", "tok"),
     ("output_tokens", "Output tokens", "tok"),
 )
@@ -143,6 +147,8 @@ def totals_lines(bench: Benchmark) -> list[str]:
         f"Throughput  {fmt(t.requests_per_s)} req/s · {fmt(t.output_tokens_per_s)} output tok/s · "
         f"{fmt(t.total_tokens_per_s)} total tok/s  (window {fmt(s.window_s)} s)",
     ]
+    if s.schedule is not None:
+        lines.append(schedule_line(s.schedule))
     if s.tokens.output_sources or s.tokens.input_sources:
         lines.append(f"Tokens counted by  input: {_sources(s.tokens.input_sources)} · output: {_sources(s.tokens.output_sources)}")
     if s.goodput is not None:
@@ -158,6 +164,15 @@ def totals_lines(bench: Benchmark) -> list[str]:
     return lines
 
 
+def schedule_line(sc: Schedule) -> str:
+    """Open loop: the rate asked, the rate the drawn schedule offered, the rate requests went out at."""
+    return (
+        f"Schedule  target {fmt(sc.target_requests_per_s)} req/s · offered {fmt(sc.offered_requests_per_s)} req/s "
+        f"(as scheduled) · sent {fmt(sc.sent_requests_per_s)} req/s · gap CV {fmt(sc.scheduled_gap_cv, 3)} scheduled, "
+        f"{fmt(sc.sent_gap_cv, 3)} sent"
+    )
+
+
 def sample_lines(result: RunResult, limit: int = 300) -> list[str]:
     """The first prompt and its response, one line each, shortened."""
     if not result.samples:
@@ -171,22 +186,31 @@ def _one_line(text: str, limit: int) -> str:
     return text[:limit] + ("…" if len(text) > limit else "")
 
 
-def render_result(result: RunResult) -> RenderableType:
-    """The full printout of a run: header, per-iteration lines, table, totals, sample, warnings."""
+def render_result(result: RunResult, directory: Path | None = None) -> RenderableType:
+    """The full printout of a run: header, per-iteration lines, table, totals, sample, warnings, diagnosis.
+
+    `directory` (where the run is saved) goes into the hint to run `tokspeed diagnose` on it.
+    """
+    from tokspeed.reports.diagnosis_text import short_lines
     from tokspeed.reports.sweep_text import findings, sweep_table
+    from tokspeed.reports.telemetry_text import telemetry_lines
 
     parts: list[RenderableType] = [Text(line) for line in header_lines(result)]
     if len(result.benchmarks) > 1:
         parts += [Text(""), sweep_table(result)]
         parts += [Text(line, style="bold") for line in findings(result)]
+        parts += [Text(line) for line in telemetry_lines(result.telemetry, "whole run")]
     for bench in result.benchmarks if len(result.benchmarks) == 1 else ():
         parts.append(Text(""))
         parts += [Text(line) for line in iteration_lines(bench)]
         parts.append(metric_table(bench))
         parts += [Text(line) for line in totals_lines(bench)]
+        shown = telemetry_lines(bench.telemetry) if bench.telemetry else telemetry_lines(result.telemetry, "whole run")
+        parts += [Text(line) for line in shown]
     parts += [Text(line, style="dim") for line in sample_lines(result)]
     for w in result.warnings:
         parts.append(Text(f"Warning: {w}", style="yellow"))
+    parts += short_lines(result, directory)
     if result.status != "complete":
         parts.append(Text(f"Run status: {result.status}" + (f" ({result.error})" if result.error else ""), style="bold red"))
     return Group(*parts)

@@ -3,7 +3,13 @@
 The executor turns a `LoadPlan` into concrete send times, asks the workload for
 each `RequestSpec`, hands it to the backend with a fresh `RequestRecord`, and
 passes every finished record (ok, error or cancelled) to `on_record` at once,
-so the caller can write it to disk before anything else happens.
+so the caller can write it to disk before anything else happens. A backend that
+raises `BackendLost` (after filling its record) stops the phase: the other
+requests in flight are cancelled and the error propagates.
+
+Open loop: each request is handed to the backend when its scheduled time comes,
+waited for with `sleep_until` (sub-millisecond, never early: see
+`tokspeed.runner.pacing`); its record keeps that time as `scheduled_ns`.
 """
 
 from __future__ import annotations
@@ -15,8 +21,10 @@ from time import perf_counter_ns
 from typing import Callable, Iterator, Protocol
 
 from tokspeed.backends.base import Backend
+from tokspeed.errors import BackendLost
 from tokspeed.load.plan import NS, LoadPlan
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status
+from tokspeed.runner.pacing import sleep_until
 
 OnRecord = Callable[[RequestRecord], None]
 
@@ -81,6 +89,8 @@ async def _send(
         if record.sent_ns == 0:
             _mark(record, Status.INCOMPLETE, None, "cancelled before it was sent")
         raise
+    except BackendLost:  # the backend filled the record and can send no more: the phase stops
+        raise
     except Exception as exc:  # a backend bug must not lose the record or the run
         _mark(record, Status.ERROR, ErrorKind.OTHER, f"{type(exc).__name__}: {exc}")
     finally:
@@ -134,22 +144,32 @@ async def _open_loop(
     offsets = plan.arrivals_ns(phase.n, phase.duration_s, phase.seed)
     slots = asyncio.Semaphore(plan.workers) if plan.workers else None
     in_flight: set[asyncio.Future[None]] = set()
+    lost: list[BaseException] = []  # a BackendLost from a request that finished on its own
+
+    def settled(task: asyncio.Future[None]) -> None:
+        in_flight.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            lost.append(exc)
+
     start = perf_counter_ns()
     try:
         for i, offset in enumerate(offsets.tolist()):
-            due = start + offset
-            delay = due - perf_counter_ns()
-            if delay > 0:
-                await asyncio.sleep(delay / NS)
-            index = phase.first_index + i
-            spec, record = workload.request(index), _record(phase, index, due)
+            due, index = start + offset, phase.first_index + i
+            spec, record = workload.request(index), _record(phase, index, due)  # ready before it is due
+            await sleep_until(due)
+            if lost:
+                break
             task = asyncio.ensure_future(_send(backend, spec, record, on_record, on_start, slots))
             in_flight.add(task)
-            task.add_done_callback(in_flight.discard)
+            task.add_done_callback(settled)
     except asyncio.CancelledError:
         await _cancel_all(list(in_flight))
         raise
-    await _gather_or_cancel(list(in_flight))
+    if not lost:
+        await _gather_or_cancel(list(in_flight))
+    if lost:
+        await _cancel_all(list(in_flight))
+        raise lost[0]
 
 
 async def _gather_or_cancel(tasks: list[asyncio.Future[None]]) -> None:

@@ -24,7 +24,9 @@ from typing import Any, Generator, Protocol
 
 from tokspeed.backends.base import Backend, TargetInfo
 from tokspeed.config import SAMPLE_OUTPUTS, RunConfig
-from tokspeed.environment import capture_environment
+from tokspeed.diagnosis.rules import diagnose_point, diagnose_result, ordered
+from tokspeed.diagnosis.schema import Finding
+from tokspeed.environment import capture_environment, server_facts
 from tokspeed.errors import TokspeedError
 from tokspeed.load.plan import LoadPlan
 from tokspeed.records import RequestRecord
@@ -41,6 +43,9 @@ from tokspeed.results import (
 from tokspeed.runner.checks import measurement_warnings
 from tokspeed.runner.executor import Phase, SpecSource, run_phase
 from tokspeed.runner.guard import ErrorRateGuard, RunStopped, TargetWatch, run_guarded
+from tokspeed.telemetry.schema import TelemetrySummary
+from tokspeed.telemetry.session import Telemetry, TelemetryOptions
+from tokspeed.telemetry.summary import Mark, Work
 
 WARMUP_INDEX_BASE = 1_000_000_000  # warm-up requests use spec indices from here on
 SAMPLE_CHARS = 2000
@@ -109,6 +114,7 @@ def plan_from_config(cfg: RunConfig) -> LoadPlan:
         rate=cfg.rate,
         arrival=cfg.arrival.value,
         burstiness=cfg.burstiness,
+        exact_rate=cfg.exact_rate,
     )
 
 
@@ -175,6 +181,8 @@ class _Run:
         self.requests = 0  # records written so far (none is kept in memory)
         self.notes: list[str] = []
         self.point_warnings: list[tuple[str, list[str]]] = []  # (benchmark name, its warnings)
+        self.point_findings: list[Finding] = []  # diagnosis of each finished point, from its records
+        self.telemetry: Telemetry | None = None  # samplers beside the load (None with --no-telemetry)
         self.writer.write_run(self.result)
 
 
@@ -198,6 +206,7 @@ async def execute_points(
     point: LoadPoint | None = None
     state: _PointState | None = None
     try:
+        await _start_telemetry(run)
         point = next(points)
         while True:
             state = _PointState(index=len(run.result.benchmarks), offset=run.writer.position())
@@ -223,7 +232,10 @@ async def execute_points(
     finally:
         if point is not None and state is not None and state.finished:
             _add_benchmark(run, point, state)
-        _finish(run)
+        try:
+            await _stop_telemetry(run)
+        finally:
+            _finish(run)
         if point is not None:
             await point.backend.close()
     return RunOutcome(result=run.result, directory=out_dir, requests=run.requests)
@@ -268,6 +280,8 @@ class _PointState:
     served: dict[str, Any] = field(default_factory=dict)  # the TargetInfo of its backend
     samples: SampleKeeper = field(default_factory=SampleKeeper)
     watch: TargetWatch = field(default_factory=TargetWatch)
+    window: Mark | None = None  # telemetry: when its measured phases began
+    window_end: Mark | None = None  # ... and ended
 
 
 async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Observer) -> None:
@@ -291,14 +305,19 @@ async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Obser
     state.served.update(dataclasses.asdict(info))
     if not run.result.target:
         run.result.target = dict(state.served)
+    await _server_environment(run, point.cfg)
     run.writer.write_run(run.result)
     obs.target_ready(info)
     try:
         for phase in phases_from_config(point.cfg):
+            if not phase.warmup and state.window is None and run.telemetry is not None:
+                state.window = run.telemetry.window("begin", state.index)
             obs.phase_started(point.name, phase)
             await run_guarded(run_phase(plan, phase, point.backend, point.workload, on_record, obs.started), guard)
             obs.phase_finished(phase)
     finally:
+        if state.window is not None and run.telemetry is not None:
+            state.window_end = run.telemetry.window("end", state.index)
         if not run.result.samples:
             run.result.samples = state.samples.samples(point.workload)
     await point.backend.close()
@@ -312,10 +331,58 @@ def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark
     plan = plan_from_config(point.cfg)
     bench = build_benchmark(point.name, plan.describe(), records, point.cfg.slos)
     bench.target = state.served or None
+    bench.telemetry = _point_telemetry(run, point, state, bench)
     run.result.benchmarks.append(bench)
     run.point_warnings.append((point.name, measurement_warnings(bench, point.cfg, records)))
+    _diagnose_point(run, state.index, bench, records)
     run.writer.write_run(run.result)
     return bench
+
+
+def target_headers(cfg: RunConfig) -> dict[str, str]:
+    """The headers the target gets, credentials included (for its /version, /v1/models and /metrics)."""
+    headers = dict(cfg.headers)
+    if cfg.api_key is not None:
+        headers["Authorization"] = f"Bearer {cfg.api_key.get_secret_value()}"
+    return headers
+
+
+async def _start_telemetry(run: _Run) -> None:
+    """Start the samplers for the whole run (unless --no-telemetry); they never fail the run."""
+    cfg = run.cfg
+    if not cfg.telemetry:
+        return
+    options = TelemetryOptions(
+        interval_s=cfg.telemetry_interval_s, server_metrics=cfg.server_metrics, target=cfg.target,
+        headers=target_headers(cfg),
+    )
+    run.telemetry = Telemetry(options, run.writer.directory, run.writer.epoch_offset_ns)
+    await run.telemetry.start()
+
+
+async def _stop_telemetry(run: _Run) -> None:
+    if run.telemetry is not None:
+        telemetry, run.telemetry = run.telemetry, None
+        run.result.telemetry = await telemetry.stop()
+
+
+async def _server_environment(run: _Run, cfg: RunConfig) -> None:
+    """Once per run: what an HTTP target says about itself, into environment.server."""
+    if "server" in run.result.environment or not (cfg.target or "").startswith(("http://", "https://")):
+        return
+    assert cfg.target is not None
+    run.result.environment["server"] = await server_facts(cfg.target, target_headers(cfg))
+
+
+def _point_telemetry(run: _Run, point: LoadPoint, state: _PointState, bench: Benchmark) -> TelemetrySummary | None:
+    """The telemetry of a point's measured window; the server only when it is the one the run scrapes."""
+    if run.telemetry is None or state.window is None:
+        return None
+    end = state.window_end or run.telemetry.window("end", state.index)
+    s = bench.summary
+    work = Work(output_tokens=s.tokens.output_total, requests=s.requests.total)
+    same_server = run.cfg.server_metrics is not None or point.cfg.target == run.cfg.target
+    return run.telemetry.summarise(state.window, end, work, server=same_server)
 
 
 def grouped_warnings(per_point: list[tuple[str, list[str]]]) -> list[str]:
@@ -336,5 +403,23 @@ def _finish(run: _Run) -> None:
     if result.status == "running":
         result.status = "failed"
     result.finished_at = now_iso()
+    result.diagnosis = _diagnosis(run)
     run.writer.write_run(result)
     run.writer.close()
+
+
+def _diagnose_point(run: _Run, index: int, bench: Benchmark, records: list[RequestRecord]) -> None:
+    """The point rules, while its records are in memory; a failure is a warning, never a lost run."""
+    try:
+        run.point_findings += diagnose_point(index, bench, records, run.result.config)
+    except Exception as exc:  # noqa: BLE001 - the measurement matters more than its diagnosis
+        run.notes.append(f"the diagnosis of {bench.name} failed ({type(exc).__name__}: {exc}); the results are unaffected")
+
+
+def _diagnosis(run: _Run) -> list[Finding]:
+    """Every finding: the points' (gathered as they ended) and the result rules' (summaries, telemetry, sweep)."""
+    try:
+        return ordered([*run.point_findings, *diagnose_result(run.result)])
+    except Exception as exc:  # noqa: BLE001 - never lose the results over their diagnosis
+        run.result.warnings.append(f"the diagnosis failed ({type(exc).__name__}: {exc}); the results are unaffected")
+        return list(run.point_findings)

@@ -112,7 +112,10 @@ def _outcome(bench: Benchmark, by: str) -> Outcome:
     failed = [v.slo for v in s.slo if v.kind != "per_request" and not v.met]
     reason = f"missed {', '.join(failed)}" if failed else ""
     achieved = s.throughput.requests_per_s if by == "rate" else None
-    return Outcome(passed=not failed and s.requests.completed > 0, achieved_rate=achieved, reason=reason)
+    offered = s.schedule.offered_requests_per_s if by == "rate" and s.schedule is not None else None
+    return Outcome(
+        passed=not failed and s.requests.completed > 0, achieved_rate=achieved, reason=reason, offered_rate=offered
+    )
 
 
 def _capacity_result(

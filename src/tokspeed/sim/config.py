@@ -27,6 +27,9 @@ class SimConfig(BaseModel):
         default=None, ge=1, description="requests served at once; more queue FIFO (the wait adds to TTFT)"
     )
     output_tokens: int = Field(default=128, ge=1, description="tokens generated when a request sets no max_tokens")
+    kv_capacity_tokens: int = Field(
+        default=65536, ge=1, description="tokens the simulated KV cache holds (/metrics kv_cache_usage_perc)"
+    )
     reasoning_tokens: int = Field(
         default=0, ge=0, description="chat: the first N generated tokens stream as delta.reasoning_content"
     )

@@ -35,6 +35,7 @@ def make_app(cfg: SimConfig) -> web.Application:
             web.get("/v1/models", service.models),
             web.get("/health", service.health),
             web.get("/version", service.version),
+            web.get("/metrics", service.metrics),
             web.post("/v1/completions", service.completions),
             web.post("/v1/chat/completions", service.chat),
         ]

@@ -26,6 +26,7 @@ from tokspeed.sim import inject
 from tokspeed.sim.faults import HTTP_STATUS, MID_STREAM, Fault, FaultPicker
 from tokspeed.sim.gate import FifoGate
 from tokspeed.sim.log import LogEntry, SimLog, SimStatus
+from tokspeed.sim.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE, SimMetrics
 from tokspeed.sim.request import ApiName, RequestError, SimRequest, parse_request
 from tokspeed.sim.schedule import Chunk, ResponsePlan, Timing, make_plan, sleep_until
 from tokspeed.sim.stream import ChunkEncoder, error_body, response_body, usage_dict
@@ -45,6 +46,7 @@ class SimService:
         self.epoch_offset_ns = time.time_ns() - time.perf_counter_ns()
         self._created = int(time.time())
         self._gate = FifoGate(cfg.max_concurrency)
+        self._metrics = SimMetrics(self._gate, cfg.model, cfg.kv_capacity_tokens)
         self._log = SimLog(cfg.log_path)
         self._ids = itertools.count(1)
         self._eol = b"\r\n" if cfg.crlf else b"\n"
@@ -80,6 +82,9 @@ class SimService:
 
     async def version(self, request: web.Request) -> web.Response:
         return web.Response(body=orjson.dumps({"version": f"tokspeed-sim {__version__}"}), content_type=_JSON)
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        return web.Response(text=self._metrics.render(), headers={"Content-Type": METRICS_CONTENT_TYPE})
 
     # --- generation ----------------------------------------------------------------------
 
@@ -164,6 +169,7 @@ class SimService:
         self, request: web.Request, req: SimRequest, plan: ResponsePlan, entry: LogEntry, fault: Fault | None
     ) -> web.StreamResponse:
         await self._gate.acquire()
+        self._metrics.admitted(entry)
         try:
             if fault is Fault.SLOW_HEADERS:
                 await asyncio.sleep(self.cfg.slow_headers_ms / 1000)
@@ -172,6 +178,7 @@ class SimService:
                 return await self._stream(request, req, plan, entry, start_ns, fault)
             return await self._respond(request, req, plan, entry, start_ns)
         finally:
+            self._metrics.released(entry)
             self._gate.release()
 
     async def _stream(

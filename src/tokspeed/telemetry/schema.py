@@ -44,6 +44,7 @@ class ClientSummary(BaseModel):
     rss_mib: SeriesStats = Field(default_factory=SeriesStats)
     loop_lag_ms: SeriesStats = Field(default_factory=SeriesStats, description="event-loop lag: how late a timer fires")
     cpu_seconds: float | None = Field(None, description="CPU time (user+sys) the tokspeed process used in the window")
+    cpu_ms_per_request: float | None = Field(None, description="cpu_seconds x 1000 / requests finished in the window")
     cpu_count: int | None = None
 
 
@@ -59,13 +60,18 @@ class ServerSummary(BaseModel):
     kv_cache_usage_pct: SeriesStats = Field(default_factory=SeriesStats)
     prefix_cache_hit_rate: float | None = Field(None, description="hits / queries over the window, 0..1")
     preemptions: float | None = Field(None, description="preemptions counted over the window")
-    metrics: dict[str, float] = Field(default_factory=dict, description="other known metrics: last value or delta")
+    metrics: dict[str, float] = Field(
+        default_factory=dict, description="other known metrics: counters as their rise over the window, gauges as their last value"
+    )
 
 
 class TelemetrySummary(BaseModel):
     interval_s: float
+    window_s: float | None = Field(None, description="length of the window summarised, seconds")
     gpus: list[GPUSummary] = Field(default_factory=list)
     client: ClientSummary | None = None
     server: ServerSummary | None = None
-    energy_per_output_token_j: float | None = None
+    energy_per_output_token_j: float | None = Field(
+        None, description="energy of every GPU over the window / output tokens of the window's completed requests"
+    )
     notes: list[str] = Field(default_factory=list, description="why a source is missing, e.g. no NVIDIA driver")

@@ -1,0 +1,200 @@
+"""Is the measurement trustworthy: unstable, cold_start, too_few_samples.
+
+* unstable (result rule): across ≥ 2 iterations, the coefficient of variation of
+  output throughput (request throughput when no tokens were counted) or of the mean
+  TTFT, TPOT or E2E exceeds `unstable_cv` (10%; the seed: 5–10% is normal).
+* cold_start (point rule), three ways, latency = TTFT (E2E when not streamed):
+  - iteration 1's mean latency ≥ `cold_factor` × the median of the other iterations';
+  - the first measured request's latency ≥ `cold_factor` × the median of the rest of
+    its iteration (with ≥ `cold_min_requests` requests);
+  - info: the first warm-up request was that much slower than the measured median —
+    warm-up did its job, and cold start may deserve a measurement of its own.
+  Each also needs a difference of ≥ `cold_min_ms`.
+* too_few_samples (result rule): fewer than `min_samples_p99` completed requests
+  (p99 is then essentially the maximum); critical when none completed.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from tokspeed.diagnosis.context import PointData, pct
+from tokspeed.diagnosis.schema import Finding
+from tokspeed.diagnosis.thresholds import Thresholds
+from tokspeed.metrics.iterations import AcrossIterations
+from tokspeed.metrics.request import e2e_ns, ttft_ns
+from tokspeed.metrics.schema import Summary
+from tokspeed.records import RequestRecord
+from tokspeed.results import Benchmark, RunResult
+
+NS_PER_MS = 1_000_000
+_SPREAD_METRICS = ("ttft_mean_ms", "tpot_mean_ms", "e2e_mean_ms")
+_LABELS = {
+    "output_tokens_per_s": "output tok/s",
+    "requests_per_s": "req/s",
+    "ttft_mean_ms": "TTFT mean",
+    "tpot_mean_ms": "TPOT mean",
+    "e2e_mean_ms": "E2E mean",
+}
+UNSTABLE_ADVICE = (
+    "5–10% spread is normal; more means the numbers are not reproducible: give it more warm-up (--warmup), "
+    "more requests per iteration (--requests), and an idle machine — no other load on the client, the server "
+    "or its GPUs (watch nvidia-smi for other processes, clocks and temperature)"
+)
+COLD_ADVICE = (
+    "separate cold and warm: raise --warmup (warm-up requests are kept in requests.jsonl but excluded from "
+    "the statistics), and if cold start matters to your users measure it on its own "
+    "(--warmup 0 --synchronous --requests 1 on a freshly started server)"
+)
+
+
+# unstable -------------------------------------------------------------------
+def unstable(result: RunResult, t: Thresholds) -> list[Finding]:
+    return [f for i, b in enumerate(result.benchmarks) if (f := _unstable(i, b, t))]
+
+
+def _unstable(index: int, bench: Benchmark, t: Thresholds) -> Finding | None:
+    a = bench.across_iterations
+    if a is None or a.n < 2:
+        return None
+    spread = _spread(a, t)
+    if not spread:
+        return None
+    described = ", ".join(f"{_LABELS.get(name, name)} CV {pct(cv)}" for name, cv in spread.items())
+    return Finding(
+        rule="unstable",
+        severity="warning",
+        title=f"results varied across {a.n} iterations: {described} (threshold {pct(t.unstable_cv)})",
+        evidence={"iterations": a.n, **{f"{name}_cv": cv for name, cv in spread.items()}, "threshold_cv": t.unstable_cv},
+        advice=UNSTABLE_ADVICE,
+        benchmark=index,
+    )
+
+
+def _spread(a: AcrossIterations, t: Thresholds) -> dict[str, float]:
+    names = (a.verdict_metric, *_SPREAD_METRICS)
+    cvs = {name: m.cv for name in names if (m := a.metrics.get(name)) is not None and m.cv is not None}
+    return {name: cv for name, cv in cvs.items() if cv > t.unstable_cv}
+
+
+# cold_start -----------------------------------------------------------------
+def cold_start(p: PointData, t: Thresholds) -> list[Finding]:
+    found = [_first_iteration(p, t), _first_request(p, t), _warmup(p, t)]
+    return [f for f in found if f is not None]
+
+
+def _latency_ms(r: RequestRecord) -> float | None:
+    value = ttft_ns(r)
+    if value is None:
+        value = e2e_ns(r)
+    return None if value is None else value / NS_PER_MS
+
+
+def _summary_latency(s: Summary) -> float | None:
+    return s.ttft_ms.mean if s.ttft_ms.mean is not None else s.e2e_ms.mean
+
+
+def _slow(first: float, typical: float, t: Thresholds) -> bool:
+    return typical > 0 and first >= t.cold_factor * typical and first - typical >= t.cold_min_ms
+
+
+def _first_iteration(p: PointData, t: Thresholds) -> Finding | None:
+    values = [_summary_latency(it.summary) for it in p.bench.iterations]
+    if len(values) < 2 or any(v is None for v in values):
+        return None
+    first, rest = values[0], statistics.median(v for v in values[1:] if v is not None)
+    if first is None or not _slow(first, rest, t):
+        return None
+    return Finding(
+        rule="cold_start",
+        severity="warning",
+        title=f"iteration 1 was {first / rest:.1f}× slower than the others ({first:.1f} ms vs {rest:.1f} ms mean latency): "
+        "it still included a cold start",
+        evidence={"first_iteration_latency_ms": first, "other_iterations_median_ms": rest, "factor": first / rest,
+                  "warmup_requests": len(p.warmup_ok), "threshold_factor": t.cold_factor},
+        advice=COLD_ADVICE,
+        benchmark=p.index,
+    )
+
+
+def _first_request(p: PointData, t: Thresholds) -> Finding | None:
+    ok = p.measured_ok
+    if not ok:
+        return None
+    first_iteration = min(r.iteration for r in ok)
+    timed = _timed([r for r in ok if r.iteration == first_iteration])
+    if len(timed) < t.cold_min_requests:
+        return None
+    first, rest = timed[0], statistics.median(timed[1:])
+    if not _slow(first, rest, t):
+        return None
+    warmed = len(p.warmup_ok)
+    why = f"after {warmed} warm-up requests: the warm-up was too short" if warmed else "with no warm-up"
+    return Finding(
+        rule="cold_start",
+        severity="warning",
+        title=f"the first measured request took {first:.1f} ms, {first / rest:.1f}× the median {rest:.1f} ms ({why})",
+        evidence={"first_request_ms": first, "median_ms": rest, "factor": first / rest, "warmup_requests": warmed,
+                  "threshold_factor": t.cold_factor},
+        advice=COLD_ADVICE,
+        benchmark=p.index,
+    )
+
+
+def _warmup(p: PointData, t: Thresholds) -> Finding | None:
+    warm = _timed(p.warmup_ok)
+    measured = _timed(p.measured_ok)
+    if not warm or len(measured) < t.cold_min_requests:
+        return None
+    first, typical = warm[0], statistics.median(measured)
+    if not _slow(first, typical, t):
+        return None
+    return Finding(
+        rule="cold_start",
+        severity="info",
+        title=f"the first warm-up request took {first:.1f} ms, {first / typical:.1f}× the measured median "
+        f"{typical:.1f} ms: the warm-up kept a cold start out of the statistics",
+        evidence={"first_warmup_ms": first, "measured_median_ms": typical, "factor": first / typical,
+                  "warmup_requests": len(warm), "threshold_factor": t.cold_factor},
+        advice=COLD_ADVICE,
+        benchmark=p.index,
+    )
+
+
+def _timed(records: Sequence[RequestRecord]) -> list[float]:
+    """Latencies in ms in the order the requests were sent."""
+    ordered = sorted(records, key=lambda r: r.sent_ns)
+    return [v for r in ordered if (v := _latency_ms(r)) is not None]
+
+
+# too_few_samples -------------------------------------------------------------
+def too_few_samples(result: RunResult, t: Thresholds) -> list[Finding]:
+    return [f for i, b in enumerate(result.benchmarks) if (f := _too_few(i, b, t))]
+
+
+def _too_few(index: int, bench: Benchmark, t: Thresholds) -> Finding | None:
+    req = bench.summary.requests
+    n = req.completed
+    if n >= t.min_samples_p99 or req.total == 0:
+        return None
+    if n == 0:
+        return Finding(
+            rule="too_few_samples",
+            severity="critical",
+            title=f"no request completed (of {req.total}): there is nothing to measure",
+            evidence={"completed": 0, "errored": req.errored, "incomplete": req.incomplete},
+            advice="see the errors findings and the error field in requests.jsonl; check the target with one request first",
+            benchmark=index,
+        )
+    return Finding(
+        rule="too_few_samples",
+        severity="warning",
+        title=f"only {n} completed requests: p99 is essentially the slowest request (needs ≥ {t.min_samples_p99})",
+        evidence={"completed": n, "ttft_p99_ms": bench.summary.ttft_ms.p99, "ttft_max_ms": bench.summary.ttft_ms.max,
+                  "e2e_p99_ms": bench.summary.e2e_ms.p99, "e2e_max_ms": bench.summary.e2e_ms.max,
+                  "threshold": t.min_samples_p99},
+        advice=f"use --requests {t.min_samples_p99} or more for p99 (1000 or more for p99.9), "
+        "or --duration long enough to collect them",
+        benchmark=index,
+    )

@@ -1,0 +1,48 @@
+"""Every threshold the diagnosis rules use, in one place (README: *Diagnosis* lists them).
+
+Rules receive a `Thresholds`; tests pass their own to move a boundary. The
+defaults follow the seed article where it gives a number (5–10% run-to-run
+spread is normal) and common practice elsewhere (Locust warns when the load
+generator passes 90% CPU; p99 needs about 100 samples to be more than the max).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    # client_bound
+    lateness_p99_ms: float = 10.0  # open-loop schedule lag (sent − scheduled) p99 above this: warning
+    lateness_critical_ms: float = 100.0  # ... above this: critical
+    loop_lag_p99_ms: float = 20.0  # event-loop lag p99 (client telemetry)
+    client_cpu_pct: float = 90.0  # tokspeed's process CPU mean, 100 = one core (its event loop is one thread)
+    # gpu_underutilised
+    gpu_util_low_pct: float = 50.0  # GPU utilisation mean below this ...
+    busy_concurrency: int = 16  # ... while the server queues, or the client keeps this many requests in flight
+    # unstable
+    unstable_cv: float = 0.10  # coefficient of variation across iterations (the seed: 5–10% is normal)
+    # cold_start
+    cold_factor: float = 1.5  # a first request / first iteration this many times slower than the rest
+    cold_min_ms: float = 5.0  # ... and slower by at least this much (ignores noise on tiny latencies)
+    cold_min_requests: int = 5  # measured requests needed before judging
+    # ttft_queueing / ttft_prefill
+    queue_waiting_mean: float = 0.5  # server `waiting` mean above this: requests queue
+    queue_growth: float = 2.0  # TTFT p50 at the highest load / at the lowest, across points
+    same_input_ratio: float = 1.2  # ... while the mean prompt length changed by less than this factor
+    prefill_r2: float = 0.5  # a line explains TTFT vs prompt tokens at least this well ...
+    prefill_share: float = 0.5  # ... and prefill (slope × mean prompt) is at least this share of mean TTFT
+    prefill_min_points: int = 10  # requests needed to fit within one load point
+    prefill_min_spread: float = 2.0  # longest prompt / shortest within a point
+    kv_cache_full_pct: float = 90.0  # server KV-cache usage max at or above this: the cache is the limit
+    # output_length
+    early_stop_share: float = 0.10  # share of responses shorter than max_tokens that fires the rule
+    # errors
+    error_critical_share: float = 0.05  # a cause failing at least this share of requests is critical
+    max_error_groups: int = 5  # causes listed per load point (the rest are summed in one finding)
+    # too_few_samples
+    min_samples_p99: int = 100  # completed requests below this: p99 is essentially the max
+
+
+DEFAULT = Thresholds()

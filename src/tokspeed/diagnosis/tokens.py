@@ -1,0 +1,173 @@
+"""Token counts: responses of the wrong length (output_length) and counts that disagree (token_count).
+
+* output_length (point rule), warning:
+  - ≥ `early_stop_share` of completed responses with a max_tokens ended before it
+    with a finish_reason other than "length" (the model's EOS or a stop string):
+    output lengths vary, so throughput and TPOT are not comparable between runs;
+  - any usage-counted response longer than max_tokens: the server ignores max_tokens.
+* token_count (point rule):
+  - warning: responses whose usage.completion_tokens was below their count of
+    token-bearing chunks (anomaly `usage_below_chunks`; usage was ignored for them);
+  - warning: output tokens counted as one per chunk (no usage, no tokenizer): an
+    undercount when chunks carry several tokens;
+  - warning: one point counted output tokens in more than one way;
+  - info: input tokens approximated from characters.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from tokspeed.diagnosis.context import PointData, pct, share
+from tokspeed.diagnosis.schema import Finding
+from tokspeed.diagnosis.thresholds import Thresholds
+from tokspeed.records import Anomaly, RequestRecord, TokenSource
+
+FIXED_LENGTH = (
+    "for fixed output lengths pass --extra-body '{\"ignore_eos\": true}' (vLLM, SGLang, TensorRT-LLM, "
+    "llama.cpp) or '{\"min_tokens\": N}' (vLLM); otherwise compare runs by tokens per second, not requests"
+)
+EXACT_COUNT = "pass --tokenizer PATH (the model's tokenizer.json or directory) for exact counts"
+
+
+# output_length ----------------------------------------------------------------------
+def output_length(p: PointData, t: Thresholds) -> list[Finding]:
+    asked = [r for r in p.measured_ok if r.max_tokens and r.output_tokens is not None]
+    found = [_early_stops(p, asked, t), _too_long(p, asked)]
+    return [f for f in found if f is not None]
+
+
+def _stopped_early(r: RequestRecord) -> bool:
+    return r.output_tokens is not None and r.max_tokens is not None and r.output_tokens < r.max_tokens \
+        and r.finish_reason != "length"
+
+
+def _early_stops(p: PointData, asked: list[RequestRecord], t: Thresholds) -> Finding | None:
+    short = [r for r in asked if _stopped_early(r)]
+    part = share(len(short), len(asked))
+    if not short or part < t.early_stop_share:
+        return None
+    reasons = Counter(r.finish_reason or "none" for r in short)
+    mean_out = sum(r.output_tokens or 0 for r in short) / len(short)
+    mean_max = sum(r.max_tokens or 0 for r in short) / len(short)
+    return Finding(
+        rule="output_length",
+        severity="warning",
+        title=f"{len(short)} of {len(asked)} responses ({pct(part)}) stopped before max_tokens "
+        f"(finish_reason {', '.join(f'{k} {v}' for k, v in reasons.most_common())}): "
+        f"{mean_out:.0f} tokens on average of {mean_max:.0f} asked",
+        evidence={"short": len(short), "responses": len(asked), "share": part, "mean_output_tokens": mean_out,
+                  "mean_max_tokens": mean_max, "finish_reason_stop": reasons.get("stop", 0),
+                  "ignore_eos_sent": int(_ignore_eos(p.config)), "threshold_share": t.early_stop_share},
+        advice=_early_advice(p.config),
+        benchmark=p.index,
+    )
+
+
+def _ignore_eos(config: Mapping[str, Any]) -> bool:
+    body = config.get("extra_body") or {}
+    return bool(body.get("ignore_eos")) or bool(body.get("min_tokens"))
+
+
+def _early_advice(config: Mapping[str, Any]) -> str:
+    if _ignore_eos(config):
+        return ("ignore_eos / min_tokens were sent but the server still stopped early: it does not support them "
+                "(hosted APIs, some servers); compare runs by tokens per second, not requests")
+    return FIXED_LENGTH
+
+
+def _too_long(p: PointData, asked: list[RequestRecord]) -> Finding | None:
+    long = [r for r in asked if r.output_tokens_source is TokenSource.USAGE and (r.output_tokens or 0) > (r.max_tokens or 0)]
+    if not long:
+        return None
+    worst = max(long, key=lambda r: (r.output_tokens or 0) - (r.max_tokens or 0))
+    return Finding(
+        rule="output_length",
+        severity="warning",
+        title=f"{len(long)} of {len(asked)} responses were longer than max_tokens "
+        f"(up to {worst.output_tokens} for {worst.max_tokens}): the server ignores max_tokens",
+        evidence={"longer": len(long), "responses": len(asked), "worst_output_tokens": worst.output_tokens,
+                  "worst_max_tokens": worst.max_tokens},
+        advice="check the server's max_tokens handling (some take max_completion_tokens or n_predict); "
+        "compare runs by tokens per second, not requests",
+        benchmark=p.index,
+    )
+
+
+# token_count ----------------------------------------------------------------------
+def token_count(p: PointData, t: Thresholds) -> list[Finding]:
+    ok = p.measured_ok
+    found = [_usage_below_chunks(p, ok), _chunk_counted(p, ok), _mixed_sources(p, ok), _approx_input(p, ok)]
+    return [f for f in found if f is not None]
+
+
+def _usage_below_chunks(p: PointData, ok: list[RequestRecord]) -> Finding | None:
+    bad = [r for r in ok if r.anomalies and Anomaly.USAGE_BELOW_CHUNKS.value in r.anomalies]
+    if not bad:
+        return None
+    return Finding(
+        rule="token_count",
+        severity="warning",
+        title=f"{len(bad)} of {len(ok)} responses reported usage.completion_tokens below their number of token "
+        "chunks: the server's usage is wrong, and was ignored for them",
+        evidence={"responses": len(bad), "completed": len(ok), "counted_instead_by": _described(_sources(bad))},
+        advice=f"{EXACT_COUNT}; report the wrong usage to the server's maintainers",
+        benchmark=p.index,
+    )
+
+
+def _chunk_counted(p: PointData, ok: list[RequestRecord]) -> Finding | None:
+    chunked = [r for r in ok if r.output_tokens_source is TokenSource.CHUNKS]
+    if not chunked:
+        return None
+    return Finding(
+        rule="token_count",
+        severity="warning",
+        title=f"{len(chunked)} of {len(ok)} responses had no usage: output tokens were counted as one per chunk, "
+        "an undercount wherever a chunk carried several tokens",
+        evidence={"chunk_counted": len(chunked), "completed": len(ok)},
+        advice=f"let the server report usage (drop --no-usage; servers that refuse stream_options cannot) or {EXACT_COUNT}",
+        benchmark=p.index,
+    )
+
+
+def _mixed_sources(p: PointData, ok: list[RequestRecord]) -> Finding | None:
+    sources = _sources(ok)
+    if len(sources) < 2:
+        return None
+    described = _described(sources)
+    return Finding(
+        rule="token_count",
+        severity="warning",
+        title=f"output tokens were counted in {len(sources)} ways within one load point ({described}): "
+        "token throughput mixes exact and estimated counts",
+        evidence={f"source_{k}": v for k, v in sources.items()},
+        advice=EXACT_COUNT,
+        benchmark=p.index,
+    )
+
+
+def _approx_input(p: PointData, ok: list[RequestRecord]) -> Finding | None:
+    approx = [r for r in ok if r.input_tokens_source is TokenSource.APPROX]
+    if not approx:
+        return None
+    return Finding(
+        rule="token_count",
+        severity="info",
+        title=f"input tokens of {len(approx)} of {len(ok)} responses were approximated from characters "
+        "(the server reported no prompt usage): input and total token throughput are estimates",
+        evidence={"approximated": len(approx), "completed": len(ok)},
+        advice=EXACT_COUNT,
+        benchmark=p.index,
+    )
+
+
+def _sources(records: list[RequestRecord]) -> dict[str, int]:
+    counts = Counter(r.output_tokens_source.value for r in records if r.output_tokens_source is not None)
+    return dict(counts.most_common())
+
+
+def _described(sources: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sources.items()) or "none"

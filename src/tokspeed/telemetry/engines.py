@@ -1,0 +1,117 @@
+"""Which Prometheus metrics of each serving engine explain latency, and how to read them.
+
+Names are sample names as parsed (a counter always ends in `_total`, which the parser adds
+when a server such as TGI leaves it out), confirmed against each
+engine's source or documentation: vLLM (v1 engine, and the v0 names it replaced), SGLang,
+Hugging Face TGI, llama.cpp's llama-server (`--metrics`), and tokspeed's own simulator.
+An engine is recognised by its metric-name prefix. For each role the first name the server
+serves is used: `running`, `waiting`, `kv_usage` (a 0..1 fraction; max over label sets, i.e.
+the fullest engine of a data-parallel server), prefix-cache counters (hit rate = Δhits / Δqueries)
+or a hit-rate gauge, a preemption counter; `counters` are reported as deltas over the window and
+`gauges` as their last value. Every other name in the scrape is ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EngineMetrics:
+    engine: str
+    prefix: str
+    running: tuple[str, ...]
+    waiting: tuple[str, ...]
+    kv_usage: tuple[str, ...] = ()
+    prefix_hits: tuple[str, ...] = ()
+    prefix_queries: tuple[str, ...] = ()
+    prefix_hit_rate: tuple[str, ...] = ()
+    preemptions: tuple[str, ...] = ()
+    counters: tuple[str, ...] = ()
+    gauges: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Every sample name worth keeping from a scrape."""
+        return frozenset(
+            self.running + self.waiting + self.kv_usage + self.prefix_hits + self.prefix_queries
+            + self.prefix_hit_rate + self.preemptions + self.counters + self.gauges
+        )
+
+    @property
+    def maxed(self) -> frozenset[str]:
+        """Names combined across label sets by max (fractions); the rest are summed."""
+        return frozenset(self.kv_usage + self.prefix_hit_rate)
+
+
+ENGINES: tuple[EngineMetrics, ...] = (
+    EngineMetrics(
+        engine="tokspeed-sim",
+        prefix="tokspeed_sim:",
+        running=("tokspeed_sim:num_requests_running",),
+        waiting=("tokspeed_sim:num_requests_waiting",),
+        kv_usage=("tokspeed_sim:kv_cache_usage_perc",),
+        counters=("tokspeed_sim:prompt_tokens_total", "tokspeed_sim:generation_tokens_total", "tokspeed_sim:requests_total"),
+    ),
+    EngineMetrics(
+        engine="vllm",
+        prefix="vllm:",
+        running=("vllm:num_requests_running",),
+        waiting=("vllm:num_requests_waiting",),
+        kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        prefix_hits=("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+        prefix_queries=("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+        prefix_hit_rate=("vllm:gpu_prefix_cache_hit_rate",),
+        preemptions=("vllm:num_preemptions_total",),
+        counters=("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total"),
+        gauges=("vllm:num_requests_swapped",),
+    ),
+    EngineMetrics(
+        engine="sglang",
+        prefix="sglang:",
+        running=("sglang:num_running_reqs",),
+        waiting=("sglang:num_queue_reqs",),
+        kv_usage=("sglang:token_usage",),
+        prefix_hit_rate=("sglang:cache_hit_rate",),
+        preemptions=("sglang:num_retracted_requests_total",),
+        counters=(
+            "sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:cached_tokens_total",
+            "sglang:num_requests_total",
+        ),
+        gauges=("sglang:gen_throughput", "sglang:num_used_tokens"),
+    ),
+    EngineMetrics(
+        engine="tgi",
+        prefix="tgi_",
+        running=("tgi_batch_current_size",),
+        waiting=("tgi_queue_size",),
+        counters=("tgi_request_count_total", "tgi_request_success_total"),
+        gauges=("tgi_batch_current_max_tokens",),
+    ),
+    EngineMetrics(
+        engine="llamacpp",
+        prefix="llamacpp:",
+        running=("llamacpp:requests_processing",),
+        waiting=("llamacpp:requests_deferred",),
+        kv_usage=("llamacpp:kv_cache_usage_ratio",),
+        counters=("llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total"),
+        gauges=("llamacpp:kv_cache_tokens",),
+    ),
+)
+
+
+def detect_engine(names: Iterable[str]) -> EngineMetrics | None:
+    """The engine whose metric prefix the scrape's names carry (the most names wins)."""
+    seen = list(names)
+    counts = [(sum(n.startswith(e.prefix) for n in seen), e) for e in ENGINES]
+    best, engine = max(counts, key=lambda c: c[0])
+    return engine if best else None
+
+
+def first_present(names: tuple[str, ...], values: dict[str, float]) -> float | None:
+    """The value of the first of `names` the scrape had."""
+    for name in names:
+        if name in values:
+            return values[name]
+    return None

@@ -1,0 +1,88 @@
+"""Schedule truth against the simulator: open-loop runs send when they said they would, and say so.
+
+The run's records and the simulator's log share CLOCK_MONOTONIC, so the schedule
+is checked three ways: as planned (scheduled_ns), as sent (sent_ns) and as
+received by the server (the log's received_ns). Tolerances are for a loaded
+2-core machine shared by client and server: they catch a pacer that fires early,
+bursts, or drifts, not sub-millisecond jitter (`bench/schedule.py` prints that).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+from harness import SimServer, load_json, pairs, records, run_cli
+
+MS = 1e6
+
+
+def run(sim: SimServer, out: Path, *args: str) -> dict[str, Any]:
+    p = run_cli("run", "--target", sim.url, "--out", str(out), "--plain", "--no-telemetry", *args)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return load_json(out / "run.json")["benchmarks"][0]["summary"]
+
+
+def rate(times_ns: list[int] | np.ndarray) -> float:
+    t = np.sort(np.asarray(times_ns, dtype=np.int64))
+    return (len(t) - 1) * 1e9 / float(t[-1] - t[0])
+
+
+def test_constant_rate_is_kept_at_send_and_at_the_server(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    sim = start_sim("--ttft-ms", "0", "--itl-ms", "0")
+    s = run(sim, tmp_path / "r", "--rate", "100", "--arrival", "constant", "--requests", "200",
+            "--max-tokens", "4", "--warmup", "10")  # fmt: skip
+    ps = pairs(tmp_path / "r", sim)
+    assert len(ps) == 200
+    scheduled = [p.c("scheduled_ns") for p in ps]
+    sent = np.asarray([p.c("sent_ns") for p in ps])
+    lag_ms = (sent - np.asarray(scheduled)) / MS
+    assert lag_ms.min() >= 0  # nothing leaves before it is due
+    assert np.median(lag_ms) < 2
+    assert rate(scheduled) == pytest.approx(100, rel=1e-6)
+    assert rate(sent) == pytest.approx(100, rel=0.03)
+    assert rate([p.sim["received_ns"] for p in ps]) == pytest.approx(100, rel=0.03)
+
+    sc = s["schedule"]
+    assert sc["target_requests_per_s"] == 100 and sc["offered_requests_per_s"] == pytest.approx(100, rel=1e-6)
+    assert sc["sent_requests_per_s"] == pytest.approx(rate(sent), rel=1e-9)
+    assert sc["scheduled_gap_cv"] < 1e-6 and sc["sent_gap_cv"] < 0.3  # even gaps, no bursts
+    assert s["lateness_ms"]["count"] == 200 and s["lateness_ms"]["p50"] == pytest.approx(np.median(lag_ms), abs=1e-6)
+    # from the scheduled time = lag + the usual latency, request by request (all 200 completed)
+    assert s["ttft_from_scheduled_ms"]["count"] == 200
+    assert s["ttft_from_scheduled_ms"]["mean"] == pytest.approx(s["ttft_ms"]["mean"] + lag_ms.mean(), rel=1e-6)
+    assert s["e2e_from_scheduled_ms"]["mean"] == pytest.approx(s["e2e_ms"]["mean"] + lag_ms.mean(), rel=1e-6)
+
+
+def test_queueing_in_the_client_shows_from_the_schedule(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    """100 req/s into one slot that takes ~20 ms per request: TTFT stays ~20 ms, users wait far longer."""
+    sim = start_sim("--ttft-ms", "20", "--itl-ms", "0")
+    s = run(sim, tmp_path / "r", "--rate", "100", "--arrival", "constant", "--max-concurrency", "1",
+            "--requests", "30", "--max-tokens", "2", "--warmup", "0")  # fmt: skip
+    assert s["ttft_ms"]["p99"] < 20 + 30
+    assert s["lateness_ms"]["max"] > 100  # the 30th waited ~30 × (20 − 10) ms for its slot
+    assert s["ttft_from_scheduled_ms"]["max"] > s["ttft_ms"]["max"] + 100
+    assert s["schedule"]["offered_requests_per_s"] == pytest.approx(100, rel=1e-6)
+    assert s["schedule"]["sent_requests_per_s"] < 60  # one at a time, ~20 ms each
+
+
+def test_poisson_rate_as_drawn_is_reported(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    sim = start_sim("--ttft-ms", "0", "--itl-ms", "0")
+    s = run(sim, tmp_path / "r", "--rate", "50", "--requests", "100", "--max-tokens", "4", "--warmup", "0",
+            "--seed", "0")  # fmt: skip
+    measured = [r for r in records(tmp_path / "r") if not r["warmup"]]
+    drawn = rate([r["scheduled_ns"] for r in measured])
+    assert drawn != pytest.approx(50, rel=0.05)  # this seed's 100 gaps come out ~16% slow: not rescaled
+    assert s["schedule"]["target_requests_per_s"] == 50
+    assert s["schedule"]["offered_requests_per_s"] == pytest.approx(drawn, rel=1e-6)
+    assert s["throughput"]["requests_per_s"] == pytest.approx(drawn, rel=0.1)
+
+
+def test_closed_loop_has_no_schedule_metrics(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    sim = start_sim("--ttft-ms", "0", "--itl-ms", "0")
+    s = run(sim, tmp_path / "r", "--concurrency", "2", "--requests", "10", "--max-tokens", "4")
+    assert s["schedule"] is None
+    assert s["ttft_from_scheduled_ms"]["count"] == 0 and s["ttft_from_scheduled_ms"]["p99"] is None
+    assert s["lateness_ms"]["count"] == 10
