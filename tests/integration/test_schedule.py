@@ -9,8 +9,9 @@ bursts, or drifts, not sub-millisecond jitter (`bench/schedule.py` prints that).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,7 +49,8 @@ def test_constant_rate_is_kept_at_send_and_at_the_server(start_sim: Callable[...
     sc = s["schedule"]
     assert sc["target_requests_per_s"] == 100 and sc["offered_requests_per_s"] == pytest.approx(100, rel=1e-6)
     assert sc["sent_requests_per_s"] == pytest.approx(rate(sent), rel=1e-9)
-    assert sc["scheduled_gap_cv"] < 1e-6 and sc["sent_gap_cv"] < 0.3  # even gaps, no bursts
+    assert sc["scheduled_gap_cv"] < 1e-6 and sc["sent_gap_cv"] < 0.5  # no bursts (a stall or two on a busy box is fine)
+    assert np.median(np.abs(np.diff(np.sort(sent)) / MS - 10)) < 1  # typical gap: 10 ms, give or take well under 1
     assert s["lateness_ms"]["count"] == 200 and s["lateness_ms"]["p50"] == pytest.approx(np.median(lag_ms), abs=1e-6)
     # from the scheduled time = lag + the usual latency, request by request (all 200 completed)
     assert s["ttft_from_scheduled_ms"]["count"] == 200
@@ -61,7 +63,7 @@ def test_queueing_in_the_client_shows_from_the_schedule(start_sim: Callable[...,
     sim = start_sim("--ttft-ms", "20", "--itl-ms", "0")
     s = run(sim, tmp_path / "r", "--rate", "100", "--arrival", "constant", "--max-concurrency", "1",
             "--requests", "30", "--max-tokens", "2", "--warmup", "0")  # fmt: skip
-    assert s["ttft_ms"]["p99"] < 20 + 30
+    assert s["ttft_ms"]["p99"] < 100  # ~20 ms: the wait for the slot is not in it
     assert s["lateness_ms"]["max"] > 100  # the 30th waited ~30 × (20 − 10) ms for its slot
     assert s["ttft_from_scheduled_ms"]["max"] > s["ttft_ms"]["max"] + 100
     assert s["schedule"]["offered_requests_per_s"] == pytest.approx(100, rel=1e-6)

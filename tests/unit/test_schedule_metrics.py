@@ -25,11 +25,11 @@ US = 1_000
 def rec(scheduled: int, lag: int, ttft: int = 2 * MS, e2e: int = 10 * MS, **kw: Any) -> RequestRecord:
     """A completed request due at `scheduled`, sent `lag` later; first token `ttft` and end `e2e` after sending."""
     sent = scheduled + lag
-    fields: dict[str, Any] = dict(
-        index=0, iteration=1, warmup=False, scheduled_ns=scheduled, sent_ns=sent,
-        first_token_ns=sent + ttft, first_content_ns=sent + ttft, chunk_ns=[sent + ttft, sent + e2e],
-        end_ns=sent + e2e, output_tokens=2, output_tokens_source=TokenSource.USAGE,
-    )  # fmt: skip
+    fields: dict[str, Any] = {
+        "index": 0, "iteration": 1, "warmup": False, "scheduled_ns": scheduled, "sent_ns": sent,
+        "first_token_ns": sent + ttft, "first_content_ns": sent + ttft, "chunk_ns": [sent + ttft, sent + e2e],
+        "end_ns": sent + e2e, "output_tokens": 2, "output_tokens_source": TokenSource.USAGE,
+    }  # fmt: skip
     fields.update(kw)
     return RequestRecord(**fields)
 
@@ -132,3 +132,29 @@ def test_summary_round_trips_with_schedule() -> None:
     assert Summary.model_validate(s.model_dump(mode="json")) == s
     old = {k: v for k, v in s.model_dump(mode="json").items() if k not in ("schedule", "ttft_from_scheduled_ms")}
     assert Summary.model_validate(old).schedule is None  # a run.json written before these fields still loads
+
+
+def _text(renderable: Any) -> str:
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_console_shows_schedule_rows_and_line_for_open_loop_only() -> None:
+    from tokspeed.reports.summary_text import metric_table, totals_lines
+    from tokspeed.reports.sweep_text import sweep_table
+    from tokspeed.results import RunResult
+
+    open_loop = build_benchmark("rate 100/s constant", {"kind": "rate", "rate": 100.0}, RECORDS, [])
+    closed = build_benchmark("concurrency 4", {"kind": "concurrency", "concurrency": 4}, RECORDS, [])
+    table = _text(metric_table(open_loop))
+    assert "TTFT from schedule" in table and "E2E from schedule" in table and "Send lateness" in table
+    assert "from schedule" not in _text(metric_table(closed))
+    line = next(x for x in totals_lines(open_loop) if x.startswith("Schedule"))
+    assert "target 100.00 req/s · offered 100.00 req/s" in line and "gap CV 0.000 scheduled" in line
+    assert not any(x.startswith("Schedule") for x in totals_lines(closed))
+    both = _text(sweep_table(RunResult(status="complete", started_at="now", benchmarks=[open_loop, closed])))
+    assert "offered/s" in both and "100.0" in both
+    assert "offered/s" not in _text(sweep_table(RunResult(status="complete", started_at="now", benchmarks=[closed])))

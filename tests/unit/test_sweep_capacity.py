@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tokspeed.errors import ConfigError
-from tokspeed.load.capacity import Capacity, Outcome, capacity_search
+from tokspeed.load.capacity import Capacity, Outcome, capacity_search, judge
 from tokspeed.load.sweep import auto_sweep, is_list, list_sweep, parse_values, spread
 
 
@@ -46,6 +46,16 @@ def test_over_saturation_counts_as_a_fail() -> None:
     cap = drive(capacity_search(2.0), lambda r: Outcome(passed=True, achieved_rate=min(r, 10.0)))
     assert cap.low is not None and cap.low <= 10.0 / 0.9
     assert any("over-saturated" in p.reason for p in cap.probes)
+
+
+def test_keeping_up_is_judged_against_the_rate_the_schedule_offered() -> None:
+    """A drawn Poisson schedule that offered 8.5 req/s for a probe of 10 is kept up with at 8.4 completed/s."""
+    kept_up = judge(Outcome(passed=True, achieved_rate=8.4, offered_rate=8.5), 10.0)
+    assert kept_up.passed
+    unknown = judge(Outcome(passed=True, achieved_rate=8.4), 10.0)  # without it, the probe's rate is the bar
+    assert not unknown.passed and "8.4 of 10 req/s offered" in unknown.reason
+    behind = judge(Outcome(passed=True, achieved_rate=7.0, offered_rate=8.5), 10.0)
+    assert not behind.passed and "7 of 8.5 req/s offered" in behind.reason
 
 
 def test_nothing_passes() -> None:

@@ -220,9 +220,9 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
         console.out.print(f"Measuring the {describe_plan(cfg)}")
     if offline_vllm and not quiet:
         console.out.print(f"Measuring {describe_offline(cfg)}")
-    if cfg.client_workers == "auto" and not quiet:
+    choice = choose_workers(cfg)
+    if choice.count != cfg.client_workers and not quiet:  # auto, or fewer than asked: say what and why
         per_point = " for the first load point; each point chooses its own" if plan is not None else ""
-        choice = choose_workers(cfg)
         console.out.print(f"Client processes: {choice.count} ({choice.reason}){per_point}", highlight=False)
     with console.live(cfg) as observer:
         outcome = _run_async(execute_points(cfg, points, out_dir, observer, overwrite=overwrite))

@@ -72,7 +72,7 @@ def choose_workers(cfg: RunConfig, cpus: int | None = None) -> WorkerChoice:
     streams = cfg.streams
     if asked != "auto":
         if asked > streams:
-            return WorkerChoice(streams, f"--workers {asked}, but only {streams} streams")
+            return WorkerChoice(streams, f"--workers {asked}, but only {streams} stream{'s' if streams > 1 else ''}")
         return WorkerChoice(asked, f"--workers {asked}")
     return _auto(streams, usable_cpus() if cpus is None else cpus)
 

@@ -17,7 +17,7 @@ or when the gaps sum to zero.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 

@@ -20,18 +20,23 @@ COLUMNS = (
 )
 
 
+OFFERED = ("offered/s", "offered_requests_per_s")  # shown when some point is open loop
+
+
 def sweep_table(result: RunResult) -> Table:
-    """One row per benchmark: throughput, latency percentiles (ms), error rate, goodput."""
+    """One row per benchmark: offered rate (open loop), throughput, latency percentiles (ms), error rate, goodput."""
     table = Table(title="Load points (latencies in ms)", title_justify="left", header_style="bold")
     table.add_column("point")
-    for title, _ in COLUMNS:
+    open_loop = any(b.summary.schedule is not None for b in result.benchmarks)
+    columns = (OFFERED, *COLUMNS) if open_loop else COLUMNS
+    for title, _ in columns:
         table.add_column(title, justify="right")
     table.add_column("SLOs")
     for bench in result.benchmarks:
         flat = bench.summary.flat()
         slo = bench.summary.slo
         verdict = "" if not slo else ("met" if all(v.met for v in slo) else "missed")
-        cells = [_cell(key, flat.get(key)) for _, key in COLUMNS]
+        cells = [_cell(key, flat.get(key)) for _, key in columns]
         table.add_row(bench.name, *cells, verdict)
     return table
 

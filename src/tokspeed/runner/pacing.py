@@ -5,7 +5,7 @@ millisecond and ticks its clock in whole milliseconds, so `await
 asyncio.sleep(d)` wakes anywhere from ~1.5 ms early to ~0.5 ms late; asyncio's
 own loop rounds epoll's timeout up to the next millisecond (up to 1 ms late).
 An open-loop schedule paced that way starts requests up to a millisecond early
-or late, and at 200 req/s its gaps vary by ~20%.
+or late, and at 200 req/s the gaps between sends vary by 7–20% (CV).
 
 `sleep_until(due)` asks the timer only for whole milliseconds that end at least
 `spin_ns` before `due` (so neither loop's rounding can make it late), sleeping
@@ -17,14 +17,15 @@ wait on uvloop: a few percent of a core at 20 req/s, under a fifth at 200 req/s,
 spent only while the loop has nothing else to do (`bench/schedule.py` measures
 it). The spin margin absorbs the OS's wake-up latency; a busy machine that
 deschedules the process for longer still makes it late, and lateness is then
-what the run reports.
+what the run reports. A wider margin does not help there (measured: a process
+that spins longer is preempted more often), so it is kept small.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from time import perf_counter_ns
-from typing import Awaitable, Callable
 
 NS_PER_MS = 1_000_000
 SPIN_NS = 500_000  # the timer's sleep ends at least this long before the due time
