@@ -1,18 +1,24 @@
 """Benchmark tokspeed's own client against `tokspeed sim` on loopback. Prints figures; asserts nothing.
 
-    python bench/client.py                 # 64 and 512 streams, 256-token responses
-    python bench/client.py --streams 64 --requests 2000 --tokens 128
-    python bench/client.py --streams 256 --workers 1 2 --skip-truth   # --workers N client processes
+    python bench/client.py                          # tokspeed alone
+    python bench/client.py --vs vllm                # side by side with vLLM's `bench serve`
+    python bench/client.py --streams 256 --workers 1 2 --skip-truth
 
-Part 1, capacity: the simulator answers with zero delays, so both processes
-run flat out; the figures are requests/s and streamed tokens/s the pair
-sustains, and the client's CPU time per request (from the OS, whole process:
-start-up included, and with `--workers` its worker processes). On a 2-core machine the client and the simulator share
-the cores, so these are lower bounds on what the client alone can do.
+`--vs vllm` installs nothing: it uses `$TOKSPEED_VLLM_PYTHON`, `./.venv-vllm/bin/python`
+(built by `.ci/run`) or the current Python, whichever can import vllm (see bench/peers.py).
 
-Part 2, timing truth at 64 streams: the simulator (TTFT 50 ms, ITL 5 ms) logs
-when it actually received each request and wrote each chunk; the client's
-TTFT/ITL are compared with that log, request by request.
+Part 1, capacity, on two servers: "burst" (zero delays: the simulator writes each
+token chunk as fast as it can) and "paced" (one chunk every `--paced-itl-ms`, so every
+token reaches the client in a read of its own, as with a real server). Figures: the
+requests/s and output tokens/s the client and simulator sustain together, and the client's
+CPU per request, marginal: (CPU of a run of 2N requests − CPU of a run of N) / N, from the
+OS, whole process tree, so start-up and imports cancel out. On a 2-core machine client and
+simulator share the cores: a client that uses less CPU leaves more to the simulator.
+
+Part 2, timing truth at 8 and 64 streams: the simulator (TTFT 200 ms, ITL 5 ms) logs when it
+received each request and wrote each chunk. tokspeed's records are matched to that log by
+response id (TTFT and ITL errors per request); vLLM's client keeps no ids, so its TTFT error is
+the difference of the distributions (mean and p99 of measured − truth).
 """
 
 from __future__ import annotations
@@ -25,12 +31,25 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import orjson
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peers import export_tokenizer, find_vllm, run_vllm, vllm_version  # noqa: E402
+
 URL = re.compile(rb"listening on (http://\S+/v1)")
+ROOT = Path(__file__).resolve().parent.parent
+SIM_MODEL = "tokspeed-sim"
+
+
+@dataclass(frozen=True)
+class Measured:
+    requests_per_s: float
+    tokens_per_s: float
+    cpu_s: float
 
 
 def start_sim(log: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -51,9 +70,8 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(10)
 
 
-def run_client(url: str, out: Path, streams: int, requests: int, tokens: int, workers: str = "1") -> tuple[float, float]:
-    """Run `tokspeed run`; returns (wall seconds, client CPU seconds: its worker processes included)."""
-    t0 = time.perf_counter()
+def run_tokspeed(url: str, out: Path, streams: int, requests: int, tokens: int, workers: str = "1") -> Measured:
+    """`tokspeed run`; CPU of the whole process tree (worker processes included) from the OS."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tokspeed", "run", "--target", url, "--concurrency", str(streams),
          "--requests", str(requests), "--max-tokens", str(tokens), "--warmup", str(streams),
@@ -61,38 +79,60 @@ def run_client(url: str, out: Path, streams: int, requests: int, tokens: int, wo
         stdout=subprocess.DEVNULL,
     )
     _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"tokspeed run failed at {streams} streams")
-    return wall, usage.ru_utime + usage.ru_stime
+    s = orjson.loads((out / "run.json").read_bytes())["benchmarks"][0]["summary"]["throughput"]
+    return Measured(s["requests_per_s"], s["output_tokens_per_s"], usage.ru_utime + usage.ru_stime)
 
 
-def capacity(tmp: Path, streams_list: list[int], requests: int, tokens: int, workers_list: list[str]) -> None:
-    print(f"Capacity: zero-delay simulator, {tokens}-token streamed responses, {requests} measured requests")
-    print(f"{'streams':>8} {'workers':>8} {'req/s':>9} {'tok/s':>11} {'client CPU':>11} {'CPU/request':>12} {'wall':>7}")
-    for streams in streams_list:
-        for workers in workers_list:
-            proc, url = start_sim(tmp / f"cap-{streams}-{workers}.jsonl", "--ttft-ms", "0", "--itl-ms", "0")
-            try:
-                out = tmp / f"cap-{streams}-{workers}"
-                wall, cpu = run_client(url, out, streams, requests, tokens, workers)
-            finally:
-                stop(proc)
-            s = orjson.loads((out / "run.json").read_bytes())["benchmarks"][0]["summary"]
-            total = requests + streams + 1  # measured + warm-up + probe
-            print(f"{streams:>8} {workers:>8} {s['throughput']['requests_per_s']:>9.0f} "
-                  f"{s['throughput']['output_tokens_per_s']:>11.0f} {cpu:>10.1f}s {cpu / total * 1000:>9.2f} ms {wall:>6.1f}s")
+class Clients:
+    """The clients under test: tokspeed (one entry per --workers value) and, if asked, vLLM's."""
+
+    def __init__(self, workers: list[str], vllm: str | None, tokenizer: Path | None) -> None:
+        self.names = [f"tokspeed (workers {w})" if len(workers) > 1 else "tokspeed" for w in workers]
+        self._workers = dict(zip(self.names, workers))
+        self._vllm, self._tokenizer = vllm, tokenizer
+        if vllm:
+            self.names.append("vllm bench serve")
+
+    def run(self, name: str, url: str, out: Path, streams: int, requests: int, tokens: int) -> Measured:
+        if name in self._workers:
+            return run_tokspeed(url, out, streams, requests, tokens, self._workers[name])
+        assert self._vllm and self._tokenizer
+        base = url[: -len("/v1")]
+        peer = run_vllm(self._vllm, base, SIM_MODEL, self._tokenizer, streams, requests, tokens, out)
+        return Measured(peer.result["request_throughput"], peer.result["output_throughput"], peer.cpu_s)
 
 
-def timing_truth(tmp: Path, streams: int, requests: int) -> None:
-    log = tmp / "truth.jsonl"
-    proc, url = start_sim(log, "--ttft-ms", "50", "--itl-ms", "5")
-    try:
-        out = tmp / "truth"
-        run_client(url, out, streams, requests, 64)
-    finally:
-        stop(proc)
-    truth = {d["id"]: d for d in map(orjson.loads, log.read_bytes().splitlines())}
+def capacity(tmp: Path, clients: Clients, streams_list: list[int], requests: int, tokens: int, paced_itl_ms: float) -> None:
+    print(f"\nCapacity: {tokens}-token streamed responses; CPU/request is marginal over runs of {requests} and "
+          f"{2 * requests} requests")
+    print(f"{'server':>7} {'streams':>8} {'client':>22} {'req/s':>8} {'tok/s':>9} {'CPU/request':>12} {'vs vLLM':>8}")
+    for server, itl in (("burst", 0.0), ("paced", paced_itl_ms)):
+        for streams in streams_list:
+            rows: dict[str, tuple[Measured, float]] = {}
+            for name in clients.names:
+                proc, url = start_sim(tmp / "cap.jsonl", "--ttft-ms", "0", "--itl-ms", str(itl))
+                try:
+                    tag = re.sub(r"\W+", "-", name)
+                    small = clients.run(name, url, tmp / f"cap-{server}-{streams}-{tag}-1", streams, requests, tokens)
+                    large = clients.run(name, url, tmp / f"cap-{server}-{streams}-{tag}-2", streams, 2 * requests, tokens)
+                finally:
+                    stop(proc)
+                rows[name] = (large, (large.cpu_s - small.cpu_s) / requests * 1000)
+            peer = rows.get("vllm bench serve")
+            for name, (m, cpu_ms) in rows.items():
+                ratio = f"{cpu_ms / peer[1]:.2f}x" if peer and name != "vllm bench serve" else ""
+                print(f"{server:>7} {streams:>8} {name:>22} {m.requests_per_s:>8.0f} {m.tokens_per_s:>9.0f} "
+                      f"{cpu_ms:>9.2f} ms {ratio:>8}")
+
+
+def truth_log(log: Path) -> dict[str, dict[str, object]]:
+    return {d["id"]: d for d in map(orjson.loads, log.read_bytes().splitlines())}
+
+
+def tokspeed_errors(out: Path, truth: dict[str, dict[str, object]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per request: TTFT error, send-side gap (ms); per gap: |ITL error| (ms)."""
     offset = orjson.loads((out / "run.json").read_bytes())["epoch_offset_ns"]
     ttft_err, itl_err, send_gap = [], [], []
     for line in (out / "requests.jsonl").read_bytes().splitlines():
@@ -103,29 +143,67 @@ def timing_truth(tmp: Path, streams: int, requests: int) -> None:
         sent = r["sent_ns"] - offset
         ttft_err.append(((r["first_token_ns"] - offset - sent) - (t["first_token_ns"] - t["received_ns"])) / 1e6)
         send_gap.append((t["received_ns"] - sent) / 1e6)
-        client_gaps = np.diff(r["chunk_offsets_ns"])
-        itl_err.extend((client_gaps - np.diff(t["chunk_ns"])) / 1e6)
-    te, ie = np.asarray(ttft_err), np.abs(np.asarray(itl_err))
-    print(f"\nTiming truth at {streams} streams (simulator TTFT 50 ms, ITL 5 ms), {len(te)} requests vs the simulator's log")
-    print(f"  TTFT error: mean {te.mean():+.3f} ms, p99 {np.percentile(te, 99):+.3f} ms, max {te.max():+.3f} ms")
-    print(f"  send side (client sent -> server received): mean {np.mean(send_gap):.3f} ms")
-    print(f"  |ITL error| per gap: mean {ie.mean():.3f} ms, p99 {np.percentile(ie, 99):.3f} ms")
+        itl_err.extend((np.diff(r["chunk_offsets_ns"]) - np.diff(t["chunk_ns"])) / 1e6)
+    return np.asarray(ttft_err), np.asarray(send_gap), np.abs(np.asarray(itl_err))
+
+
+def truth_ttft_ms(truth: dict[str, dict[str, object]]) -> np.ndarray:
+    return np.asarray([(t["first_token_ns"] - t["received_ns"]) / 1e6 for t in truth.values()  # type: ignore[operator]
+                       if t.get("first_token_ns")])
+
+
+def timing_truth(tmp: Path, clients: Clients, streams_list: list[int], tokens: int) -> None:
+    print("\nTiming truth: simulator TTFT 200 ms, ITL 5 ms; error = client's figure − the simulator's log")
+    print(f"{'streams':>8} {'client':>22} {'TTFT err mean':>14} {'p99':>9} {'send side':>10} {'|ITL err| mean':>15} {'p99':>7}")
+    for streams in streams_list:
+        requests = max(8 * streams, 256)
+        for name in clients.names:
+            tag = re.sub(r"\W+", "-", name)
+            log = tmp / f"truth-{streams}-{tag}.jsonl"
+            proc, url = start_sim(log, "--ttft-ms", "200", "--itl-ms", "5")
+            out = tmp / f"truth-{streams}-{tag}"
+            try:
+                clients.run(name, url, out, streams, requests, tokens)
+            finally:
+                stop(proc)
+            truth = truth_log(log)
+            if name == "vllm bench serve":
+                measured = np.asarray(orjson.loads((out / "vllm.json").read_bytes())["ttfts"]) * 1000
+                real = truth_ttft_ms(truth)
+                print(f"{streams:>8} {name:>22} {measured.mean() - real.mean():>+12.2f} ms "
+                      f"{np.percentile(measured, 99) - np.percentile(real, 99):>+7.2f} ms {'':>10} {'':>15} {'':>7}")
+                continue
+            te, gap, ie = tokspeed_errors(out, truth)
+            print(f"{streams:>8} {name:>22} {te.mean():>+12.2f} ms {np.percentile(te, 99):>+7.2f} ms "
+                  f"{gap.mean():>7.2f} ms {ie.mean():>12.3f} ms {np.percentile(ie, 99):>7.3f}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--streams", type=int, nargs="+", default=[64, 512])
-    ap.add_argument("--requests", type=int, default=2048)
+    ap.add_argument("--streams", type=int, nargs="+", default=[64, 256])
+    ap.add_argument("--requests", type=int, default=1000, help="the smaller of the two runs per measurement")
     ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--paced-itl-ms", type=float, default=2.0, help="the paced server's inter-token latency")
     ap.add_argument("--workers", nargs="+", default=["1"], help="--workers values to measure (N or auto)")
+    ap.add_argument("--vs", choices=["vllm"], help="also run this peer client on the same servers")
     ap.add_argument("--skip-truth", action="store_true", help="only the capacity part")
+    ap.add_argument("--skip-capacity", action="store_true", help="only the timing-truth part")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        capacity(tmp, args.streams, args.requests, args.tokens, args.workers)
+        vllm, tokenizer = None, None
+        if args.vs == "vllm":
+            vllm = find_vllm(ROOT)
+            if vllm is None:
+                raise SystemExit("no Python with vllm found; see bench/peers.py for how to get one")
+            tokenizer = export_tokenizer(tmp / "tokenizer")
+            print(f"peer: vllm {vllm_version(vllm)} bench serve ({vllm})")
+        clients = Clients(args.workers, vllm, tokenizer)
+        if not args.skip_capacity:
+            capacity(tmp, clients, args.streams, args.requests, args.tokens, args.paced_itl_ms)
         if not args.skip_truth:
-            timing_truth(tmp, 64, 640)
+            timing_truth(tmp, clients, [8, 64], 64)
 
 
 if __name__ == "__main__":

@@ -90,8 +90,8 @@ class Connection(asyncio.Protocol):
     """One keep-alive connection; `exchange()` sends a request and parses its response inline.
 
     Framing (status line, headers, Content-Length, chunked) is parsed in C by
-    llhttp (httptools); its body callbacks only collect the payload pieces of a
-    read, which reach the sink in one call per read, stamped with the read's time.
+    llhttp (httptools); each payload piece it finds goes straight to the sink,
+    stamped with the time of the read that carried it.
     """
 
     def __init__(self) -> None:
@@ -107,7 +107,7 @@ class Connection(asyncio.Protocol):
         self._to_close = False  # the body has no length: it ends when the connection closes
         self._interim = False  # the current message is a 1xx answer
         self._headers: dict[str, str] = {}
-        self._pieces: list[bytes] = []
+        self._now = 0  # when the read being parsed arrived
         self._complete = False
         self._after: Callable[[Connection], None] | None = None  # called when a detached body ends
 
@@ -138,7 +138,7 @@ class Connection(asyncio.Protocol):
         assert self.transport is not None and not self._busy
         self._done = asyncio.get_running_loop().create_future()
         self._sink, self._busy, self.got_bytes = sink, True, False
-        self._in_body = self._to_close = False
+        self._in_body = self._to_close = self._complete = False
         self.transport.write(data)
         return self._done
 
@@ -165,14 +165,12 @@ class Connection(asyncio.Protocol):
             self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
-        now = perf_counter_ns()
+        self._now = perf_counter_ns()  # the read's time, before anything else
         if not self._busy:
             if data.strip():
                 self.keep_alive = False  # bytes nobody asked for: do not trust this connection
             return
         self.got_bytes = True
-        self._pieces = pieces = []
-        self._complete = False
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -181,11 +179,8 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(BadFraming(f"bad body framing: {exc}") if self._in_body else BadResponse(f"not HTTP/1.x: {exc}"))
             return
-        sink = self._sink
-        if pieces and sink is not None:
-            sink.on_body(pieces[0] if len(pieces) == 1 else b"".join(pieces), now)
         if self._complete:
-            self._end(now)
+            self._end(self._now)
 
     # llhttp callbacks ----------------------------------------------------------
     def on_message_begin(self) -> None:
@@ -212,7 +207,9 @@ class Connection(asyncio.Protocol):
             self._sink.on_head(status, headers)
 
     def on_body(self, body: bytes) -> None:
-        self._pieces.append(body)
+        sink = self._sink
+        if sink is not None and body:
+            sink.on_body(body, self._now)
 
     def on_message_complete(self) -> None:
         if not self._interim:
@@ -220,7 +217,7 @@ class Connection(asyncio.Protocol):
 
     # endings -----------------------------------------------------------------------
     def _end(self, now: int) -> None:
-        self._busy = self._in_body = False
+        self._busy = self._in_body = self._complete = False
         self._sink = None
         done = self._done
         if done is not None and not done.done():
