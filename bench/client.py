@@ -7,16 +7,17 @@
 `--vs vllm` installs nothing: it uses `$TOKSPEED_VLLM_PYTHON`, `./.venv-vllm/bin/python`
 (built by `.ci/run`) or the current Python, whichever can import vllm (see bench/peers.py).
 
-Part 1, capacity, on two servers: "burst" (zero delays: the simulator writes each
-token chunk as fast as it can) and "paced" (one chunk every `--paced-itl-ms`, so every
+Part 1, capacity, on two servers: "burst" (zero delays: the simulator writes a whole
+response at once, so the client, not the server, is the bottleneck) and "paced" (one chunk every `--paced-itl-ms`, so every
 token reaches the client in a read of its own, as with a real server). Figures: the
 requests/s and output tokens/s the client and simulator sustain together, and the client's
 CPU per request, marginal: (CPU of a run of 2N requests − CPU of a run of N) / N, from the
 OS, whole process tree, so start-up and imports cancel out. On a 2-core machine client and
 simulator share the cores: a client that uses less CPU leaves more to the simulator.
 
-Part 2, timing truth at 8 and 64 streams: the simulator (TTFT 200 ms, ITL 5 ms) logs when it
-received each request and wrote each chunk. tokspeed's records are matched to that log by
+Part 2, timing truth at 8 and 64 streams, on /v1/completions (vLLM's chat client takes the
+role-only first chunk for the first token, which is a different error): the simulator (TTFT
+200 ms, ITL 5 ms) logs when it received each request and wrote each chunk. tokspeed's records are matched to that log by
 response id (TTFT and ITL errors per request); vLLM's client keeps no ids, so its TTFT error is
 the difference of the distributions (mean and p99 of measured − truth).
 """
@@ -70,12 +71,14 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(10)
 
 
-def run_tokspeed(url: str, out: Path, streams: int, requests: int, tokens: int, workers: str = "1") -> Measured:
+def run_tokspeed(
+    url: str, out: Path, streams: int, requests: int, tokens: int, workers: str = "1", api: str = "chat"
+) -> Measured:
     """`tokspeed run`; CPU of the whole process tree (worker processes included) from the OS."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tokspeed", "run", "--target", url, "--concurrency", str(streams),
          "--requests", str(requests), "--max-tokens", str(tokens), "--warmup", str(streams),
-         "--workers", workers, "--out", str(out), "-q"],
+         "--workers", workers, "--api", api, "--out", str(out), "-q"],
         stdout=subprocess.DEVNULL,
     )
     _, status, usage = os.wait4(proc.pid, 0)
@@ -95,12 +98,14 @@ class Clients:
         if vllm:
             self.names.append("vllm bench serve")
 
-    def run(self, name: str, url: str, out: Path, streams: int, requests: int, tokens: int) -> Measured:
+    def run(
+        self, name: str, url: str, out: Path, streams: int, requests: int, tokens: int, api: str = "chat"
+    ) -> Measured:
         if name in self._workers:
-            return run_tokspeed(url, out, streams, requests, tokens, self._workers[name])
+            return run_tokspeed(url, out, streams, requests, tokens, self._workers[name], api)
         assert self._vllm and self._tokenizer
         base = url[: -len("/v1")]
-        peer = run_vllm(self._vllm, base, SIM_MODEL, self._tokenizer, streams, requests, tokens, out)
+        peer = run_vllm(self._vllm, base, SIM_MODEL, self._tokenizer, streams, requests, tokens, out, api)
         return Measured(peer.result["request_throughput"], peer.result["output_throughput"], peer.cpu_s)
 
 
@@ -153,7 +158,7 @@ def truth_ttft_ms(truth: dict[str, dict[str, object]]) -> np.ndarray:
 
 
 def timing_truth(tmp: Path, clients: Clients, streams_list: list[int], tokens: int) -> None:
-    print("\nTiming truth: simulator TTFT 200 ms, ITL 5 ms; error = client's figure − the simulator's log")
+    print("\nTiming truth: /v1/completions, simulator TTFT 200 ms, ITL 5 ms; error = client's figure − the log")
     print(f"{'streams':>8} {'client':>22} {'TTFT err mean':>14} {'p99':>9} {'send side':>10} {'|ITL err| mean':>15} {'p99':>7}")
     for streams in streams_list:
         requests = max(8 * streams, 256)
@@ -163,7 +168,7 @@ def timing_truth(tmp: Path, clients: Clients, streams_list: list[int], tokens: i
             proc, url = start_sim(log, "--ttft-ms", "200", "--itl-ms", "5")
             out = tmp / f"truth-{streams}-{tag}"
             try:
-                clients.run(name, url, out, streams, requests, tokens)
+                clients.run(name, url, out, streams, requests, tokens, api="completions")
             finally:
                 stop(proc)
             truth = truth_log(log)

@@ -66,13 +66,22 @@ def export_tokenizer(directory: Path) -> Path:
 
 
 def run_vllm(
-    python: str, base_url: str, model: str, tokenizer: Path, streams: int, requests: int, tokens: int, out: Path
+    python: str,
+    base_url: str,
+    model: str,
+    tokenizer: Path,
+    streams: int,
+    requests: int,
+    tokens: int,
+    out: Path,
+    api: str = "chat",
 ) -> PeerRun:
     """`vllm bench serve` at `streams` concurrent requests; its CPU from the OS (start-up included)."""
     out.mkdir(parents=True, exist_ok=True)
+    backend, endpoint = ("openai-chat", "/v1/chat/completions") if api == "chat" else ("openai", "/v1/completions")
     args = [
-        python, "-c", _RUNNER, "--backend", "openai-chat", "--base-url", base_url,
-        "--endpoint", "/v1/chat/completions", "--model", model, "--tokenizer", str(tokenizer),
+        python, "-c", _RUNNER, "--backend", backend, "--base-url", base_url,
+        "--endpoint", endpoint, "--model", model, "--tokenizer", str(tokenizer),
         "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", str(tokens),
         "--ignore-eos", "--num-prompts", str(requests), "--max-concurrency", str(streams),
         "--disable-tqdm", "--save-result", "--save-detailed", "--result-dir", str(out), "--result-filename", "vllm.json",

@@ -235,28 +235,53 @@ class SimService:
         entry: LogEntry,
         start_ns: int,
     ) -> None:
-        """Write chunks[start:stop], each at its absolute deadline, recording when it went."""
+        """Write chunks[start:stop], each at its absolute deadline, recording when it went.
+
+        Chunks that are already due when one is written go out in the same write (as a
+        server that fell behind, or one with no delays, sends a burst); each is logged
+        with the time of the write that carried it.
+        """
         last = len(chunks) - 1
         prev_due = start_ns + timing.due_offset_ns(chunks[start - 1].last_token) if start else start_ns
-        for j in range(start, stop):
-            chunk = chunks[j]
-            due = start_ns + timing.due_offset_ns(chunk.last_token)
+        j = start
+        while j < stop:
+            due = start_ns + timing.due_offset_ns(chunks[j].last_token)
             if self.cfg.sse_comments and j % COMMENT_EVERY == 0:
                 await sleep_until((prev_due + due) // 2 if j else start_ns)
                 await resp.write(enc.comment())
-            data = enc.tokens(token_text(chunk.first_token, chunk.tokens), reasoning=chunk.reasoning, last=j == last)
             await sleep_until(due)
+            group = self._due_group(timing, chunks, j, stop, start_ns)
+            data = b"".join(
+                enc.tokens(token_text(c.first_token, c.tokens), reasoning=c.reasoning, last=k == last)
+                for k, c in zip(range(j, j + len(group)), group)
+            )
             sent_ns = perf_counter_ns()
             await resp.write(data)
             if j == 0:
                 entry.first_token_ns = perf_counter_ns()
-            entry.chunk_ns.append(sent_ns)
-            entry.chunk_tokens.append(chunk.tokens)
-            entry.completion_tokens += chunk.tokens
-            if chunk.reasoning:
-                entry.reasoning_chunks += 1
-                entry.reasoning_tokens += chunk.tokens
-            prev_due = due
+            for chunk in group:
+                self._log_chunk(entry, chunk, sent_ns)
+            j += len(group)
+            prev_due = start_ns + timing.due_offset_ns(chunks[j - 1].last_token)
+
+    def _due_group(self, timing: Timing, chunks: list[Chunk], j: int, stop: int, start_ns: int) -> list[Chunk]:
+        """chunks[j] and the chunks after it that are already due (never across an SSE comment)."""
+        now = perf_counter_ns()
+        end = j + 1
+        while end < stop and start_ns + timing.due_offset_ns(chunks[end].last_token) <= now:
+            if self.cfg.sse_comments and end % COMMENT_EVERY == 0:
+                break
+            end += 1
+        return chunks[j:end]
+
+    @staticmethod
+    def _log_chunk(entry: LogEntry, chunk: Chunk, sent_ns: int) -> None:
+        entry.chunk_ns.append(sent_ns)
+        entry.chunk_tokens.append(chunk.tokens)
+        entry.completion_tokens += chunk.tokens
+        if chunk.reasoning:
+            entry.reasoning_chunks += 1
+            entry.reasoning_tokens += chunk.tokens
 
     async def _respond(
         self, request: web.Request, req: SimRequest, plan: ResponsePlan, entry: LogEntry, start_ns: int
