@@ -18,9 +18,15 @@ def options(command: str) -> set[str]:
     return {opt for p in cmd.params for opt in p.opts if opt.startswith("--")}
 
 
+def bench_options() -> set[str]:
+    """The options of the scripts under bench/ (the README documents them too)."""
+    bench = Path(__file__).parents[2] / "bench"
+    return {m for f in bench.glob("*.py") for m in re.findall(r'add_argument\("(--[a-z][a-z0-9-]+)"', f.read_text())}
+
+
 def test_every_flag_in_the_readme_exists() -> None:
     known = options("run") | options("sim") | options("report") | options("compare") | options("sweep")
-    known |= options("capacity") | options("diagnose") | {"--help"}
+    known |= options("capacity") | options("diagnose") | {"--help"} | bench_options()
     mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", README))
     assert mentioned - known == set()
 
