@@ -3,6 +3,8 @@
 `process_cpu_seconds()` is exact (the kernel's user+system time of this process and all its
 threads, children excluded; getrusage's microseconds where there is one, os.times' clock ticks
 elsewhere), so a window's CPU cost is the difference of two calls, not an integral of samples.
+`client_cpu_seconds()` adds the live `--workers` client processes (by psutil), for the window
+marks: with workers, most of the client's CPU is theirs.
 The percentages are psutil's, each since the previous `read()`: process CPU in units of one
 core (100 = one core busy, can exceed 100 with threads), host CPU over all cores (100 = every
 core busy).
@@ -14,6 +16,7 @@ import os
 from typing import Any
 
 MIB = 2**20
+WORKER_MODULE = "tokspeed.cli.client_worker"  # the --workers client processes (see cli/workers.py)
 
 
 def process_cpu_seconds() -> float:
@@ -25,6 +28,29 @@ def process_cpu_seconds() -> float:
         return t.user + t.system
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def worker_cpu_seconds() -> float:
+    """User + system CPU seconds used so far by this process's live `--workers` client processes.
+
+    Only those children count: a server tokspeed started for a local target is not the client.
+    """
+    import psutil
+
+    total = 0.0
+    for child in psutil.Process().children():
+        try:
+            if WORKER_MODULE in child.cmdline():
+                times = child.cpu_times()
+                total += times.user + times.system
+        except psutil.Error:  # exited between the listing and the reading
+            continue
+    return total
+
+
+def client_cpu_seconds() -> float:
+    """The client's CPU seconds so far: this process and its `--workers` processes."""
+    return process_cpu_seconds() + worker_cpu_seconds()
 
 
 class ClientProbe:

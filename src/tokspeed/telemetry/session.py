@@ -20,7 +20,7 @@ from typing import Any
 
 from tokspeed.backends.redact import redact_url
 from tokspeed.telemetry import server as srv
-from tokspeed.telemetry.client import ClientProbe, process_cpu_seconds
+from tokspeed.telemetry.client import ClientProbe, client_cpu_seconds
 from tokspeed.telemetry.gpu import NvmlGpus, load_nvml, open_nvml
 from tokspeed.telemetry.log import TelemetryLog, read_lines
 from tokspeed.telemetry.schema import TELEMETRY_FILE, TelemetrySummary
@@ -117,9 +117,9 @@ class Telemetry:
         return perf_counter_ns() + self._offset
 
     def mark(self) -> Mark:
-        """A snapshot now: process CPU time and each GPU's energy counter (fast calls, taken inline)."""
+        """A snapshot now: the client's CPU time (workers included) and each GPU's energy counter."""
         energy = self._gpus.energy_mj() if self._gpus is not None else {}
-        return Mark(t_ns=self.now_ns(), cpu_s=process_cpu_seconds(), energy_mj=energy, offset=self._log.position())
+        return Mark(t_ns=self.now_ns(), cpu_s=client_cpu_seconds(), energy_mj=energy, offset=self._log.position())
 
     def window(self, event: str, benchmark: int) -> Mark:
         """Mark a load point's measured window opening ("begin") or closing ("end"), in the file too."""
