@@ -134,6 +134,29 @@ def test_html_is_self_contained_and_holds_the_headlines(saved: tuple[RunResult, 
         assert f'id="{fid}"' in page
 
 
+def test_html_shows_the_diagnosis_and_each_points_telemetry(saved: tuple[RunResult, list[RequestRecord]]) -> None:
+    pytest.importorskip("plotly")
+    pytest.importorskip("jinja2")
+    from tokspeed.diagnosis.schema import Finding
+    from tokspeed.reports.html import run_html
+    from tokspeed.telemetry.schema import ClientSummary, SeriesStats, ServerSummary, TelemetrySummary
+
+    result, records = saved
+    waiting = SeriesStats(mean=3.5, max=7.0, samples=10)
+    telemetry = TelemetrySummary(
+        interval_s=0.25, window_s=10.0, client=ClientSummary(cpu_seconds=1.0),
+        server=ServerSummary(url="http://x/metrics", engine="vllm", scrapes=10, waiting=waiting),
+    )
+    bench = result.benchmarks[0].model_copy(update={"telemetry": telemetry})
+    finding = Finding(rule="ttft_queueing", severity="warning", title="TTFT is mostly queueing",
+                      evidence={"waiting_max": 7}, advice="lower the load or add replicas")
+    shown = result.model_copy(update={"benchmarks": [bench, *result.benchmarks[1:]], "diagnosis": [finding]})
+    page = run_html(shown, records, "tests/data/run-v1")
+    assert "<h2>Diagnosis</h2>" in page and "ttft_queueing" in page and "lower the load or add replicas" in page
+    assert "waiting_max" in page and "Server (vllm, 10 scrapes)" in page
+    assert "<h2>Diagnosis</h2>" not in run_html(result, records, "tests/data/run-v1")  # nothing fired: no section
+
+
 def test_missing_html_dependencies_give_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     from tokspeed.reports.html import require_html
 

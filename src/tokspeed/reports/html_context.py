@@ -20,6 +20,7 @@ from tokspeed.metrics.stats import Distribution
 from tokspeed.records import RequestRecord
 from tokspeed.reports import figures as fg
 from tokspeed.reports.compare_text import bench_title, highlights, row
+from tokspeed.reports.diagnosis_text import evidence_text, where
 from tokspeed.reports.headline import headlines
 from tokspeed.reports.summary_text import (
     ROWS,
@@ -29,6 +30,7 @@ from tokspeed.reports.summary_text import (
     iteration_lines,
     totals_lines,
 )
+from tokspeed.reports.telemetry_text import telemetry_lines
 from tokspeed.reports.timeline import timeline
 from tokspeed.results import Benchmark, RunResult
 from tokspeed.run_records import records_by_benchmark
@@ -55,6 +57,21 @@ class FigureSet:
         return text.replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
+def _findings(result: RunResult) -> list[dict[str, str]]:
+    """The diagnosis, most severe first, as the template shows it."""
+    return [
+        {
+            "severity": f.severity,
+            "rule": f.rule,
+            "where": where(f, result),
+            "title": f.title,
+            "evidence": evidence_text(f.evidence),
+            "advice": f.advice,
+        }
+        for f in result.diagnosis
+    ]
+
+
 def run_context(result: RunResult, records: Sequence[RequestRecord], source: str) -> dict[str, Any]:
     figs = FigureSet()
     groups = records_by_benchmark(result.benchmarks, list(records)) if records else None
@@ -70,6 +87,8 @@ def run_context(result: RunResult, records: Sequence[RequestRecord], source: str
         "error": result.error,
         "header": header_lines(result),
         "warnings": result.warnings,
+        "findings": _findings(result),
+        "telemetry": telemetry_lines(result.telemetry, "whole run") if len(result.benchmarks) > 1 else [],
         "overview": _overview(result.benchmarks) if len(result.benchmarks) > 1 else None,
         "sweep": sweep,
         "benchmarks": benches,
@@ -103,7 +122,7 @@ def _benchmark(bench: Benchmark, records: list[RequestRecord] | None, figs: Figu
         "headlines": headlines(s),
         "rows": _metric_rows(bench),
         "stats": ["p99.9" if st == "p999" else st for st in STATS],
-        "lines": iteration_lines(bench) + totals_lines(bench),
+        "lines": iteration_lines(bench) + totals_lines(bench) + telemetry_lines(bench.telemetry),
         "slo": [{"text": v.slo, "met": v.met} for v in s.slo],
         "charts": [c for c in charts if c is not None],
         "note": note,
