@@ -14,6 +14,7 @@ and chunk times are stored as offsets from `sent_ns`. `to_json_dict` and
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -163,9 +164,13 @@ class RequestRecord:
         }
 
     @classmethod
-    def from_json_dict(cls, d: dict[str, Any], epoch_offset_ns: int = 0) -> RequestRecord:
+    def from_json_dict(cls, d: dict[str, Any], epoch_offset_ns: int = 0, compact: bool = False) -> RequestRecord:
         """Inverse of `to_json_dict`. Times stay on the epoch scale (differences are unchanged),
-        or, given the run's `epoch_offset_ns`, return to the monotonic clock they were taken on."""
+        or, given the run's `epoch_offset_ns`, return to the monotonic clock they were taken on.
+
+        `compact` keeps `chunk_ns` as an `array('q')` (8 bytes a chunk instead of a Python int
+        each) for read-only uses such as summaries; it then compares unequal to a list.
+        """
 
         def mono(t: int | None) -> int | None:
             return None if t is None else t - epoch_offset_ns
@@ -183,7 +188,7 @@ class RequestRecord:
             first_token_ns=mono(d.get("first_token_ns")),
             first_content_ns=mono(d.get("first_content_ns")),
             end_ns=mono(d.get("end_ns")),
-            chunk_ns=_chunk_times(sent, d.get("chunk_offsets_ns") or ()),
+            chunk_ns=(_compact_times if compact else _chunk_times)(sent, d.get("chunk_offsets_ns") or ()),
             chunk_tokens=d.get("chunk_tokens"),
             reasoning_chunks=int(d.get("reasoning_chunks") or 0),
             input_tokens=d.get("input_tokens"),
@@ -207,6 +212,11 @@ class RequestRecord:
 
 def _enum_value(e: Enum | None) -> Any:
     return None if e is None else e.value
+
+
+def _compact_times(sent: int, offsets: list[int]) -> list[int]:
+    """Chunk times from offsets as an int64 array (typed as the list it stands in for, read-only)."""
+    return array("q", map(sent.__add__, offsets))  # type: ignore[return-value]
 
 
 def _chunk_times(sent: int, offsets: list[int]) -> list[int]:

@@ -327,7 +327,9 @@ async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Obser
 
 def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark:
     """Summarise a finished (or stopped) point from its records, read back from requests.jsonl at once."""
-    records = read_records(run.writer.requests_path, state.index, state.offset, run.writer.epoch_offset_ns)
+    records = read_records(
+        run.writer.requests_path, state.index, state.offset, run.writer.epoch_offset_ns, compact=True
+    )
     plan = plan_from_config(point.cfg)
     bench = build_benchmark(point.name, plan.describe(), records, point.cfg.slos)
     bench.target = state.served or None

@@ -1,0 +1,23 @@
+"""Records read back compactly for summaries give exactly the summaries of plain records."""
+
+from __future__ import annotations
+
+from array import array
+from pathlib import Path
+
+from tokspeed.results import REQUESTS_FILE, build_benchmark, read_records
+
+RUN_V1 = Path(__file__).parents[1] / "data" / "run-v1"
+
+
+def test_compact_chunk_times_are_int64_arrays_with_the_same_values_and_summary() -> None:
+    plain = read_records(RUN_V1 / REQUESTS_FILE)
+    compact = read_records(RUN_V1 / REQUESTS_FILE, compact=True)
+    assert len(plain) == len(compact) > 0
+    assert all(isinstance(r.chunk_ns, array) and r.chunk_ns.typecode == "q" for r in compact)
+    assert all(list(c.chunk_ns) == p.chunk_ns for p, c in zip(plain, compact))
+    assert any(len(r.chunk_ns) > 1 for r in compact)
+    profile = {"kind": "concurrency", "concurrency": 4}
+    a = build_benchmark("x", profile, plain, []).model_dump()
+    b = build_benchmark("x", profile, compact, []).model_dump()
+    assert a == b
