@@ -105,6 +105,33 @@ def test_prewarm_opens_connections_ahead_of_the_load() -> None:
     asyncio.run(go())
 
 
+def test_prewarm_in_waves_opens_every_connection_asked_for() -> None:
+    async def go() -> None:
+        runner, url, _, _ = await serve(close=False)
+        pool = Pool(Endpoint(url), limit=10)
+        try:
+            assert await pool.prewarm(10, parallel=3) == 10  # waves of 3, 3, 3, 1
+            assert await pool.prewarm(5) == 0  # the limit is reached
+        finally:
+            pool.close()
+            await runner.cleanup()
+
+    asyncio.run(go())
+
+
+def test_prewarm_against_nobody_stops_after_the_first_wave() -> None:
+    async def go() -> None:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        pool = Pool(Endpoint(f"http://127.0.0.1:{port}/x"), limit=100)
+        assert await pool.prewarm(100, parallel=4) == 0 and pool._open == 0
+
+    asyncio.run(go())
+
+
 @pytest.mark.parametrize("concurrency", [4])
 def test_a_run_warms_its_connections_so_no_measured_request_pays_a_connect(
     start_sim: Callable[..., SimServer], tmp_path: Path, concurrency: int

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
+PREWARM_PARALLEL = 128  # connects in progress at once while opening connections ahead of the load
 DRAIN_S = 2.0  # how long a detached response may take to end before its connection is closed
 
 
@@ -327,17 +328,23 @@ class Pool:
                 waiter.set_result(None)
                 return
 
-    async def prewarm(self, count: int) -> int:
-        """Open up to `count` connections ahead of the load (so no measured request pays a connect)."""
+    async def prewarm(self, count: int, parallel: int = PREWARM_PARALLEL) -> int:
+        """Open up to `count` connections ahead of the load (so no measured request pays a connect).
+
+        At most `parallel` connects are in progress at once: thousands of simultaneous SYNs
+        overflow a server's listen backlog, and a dropped handshake costs seconds of retransmits.
+        """
         count = min(count, self.limit - self._open)
-        if count <= 0:
-            return 0
-        results = await asyncio.gather(*(self._connect() for _ in range(count)), return_exceptions=True)
         opened = 0
-        for result in results:
-            if isinstance(result, tuple):
-                self._idle.append(result[0])
-                opened += 1
+        for start in range(0, max(count, 0), parallel):
+            wave = min(parallel, count - start)
+            results = await asyncio.gather(*(self._connect() for _ in range(wave)), return_exceptions=True)
+            for result in results:
+                if isinstance(result, tuple):
+                    self._idle.append(result[0])
+                    opened += 1
+            if opened < start + wave:  # the server refuses or is slow: the load will connect on demand
+                break
         return opened
 
     def close(self) -> None:

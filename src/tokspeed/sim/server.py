@@ -59,12 +59,15 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
         uvloop.run(main)
 
 
+LISTEN_BACKLOG = 4096  # aiohttp's default (128) drops connections when thousands arrive at once
+
+
 async def _serve(cfg: SimConfig, host: str, port: int) -> None:
     runner = web.AppRunner(make_app(cfg), handle_signals=False, access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
     use_arrival_stamps(runner)
     try:
-        site = web.TCPSite(runner, host, port)
+        site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
         await site.start()
         bound_port = _bound_port(runner, port)
         print(f"tokspeed sim listening on {_base_url(host, bound_port)} ({describe(cfg)})", flush=True)
