@@ -238,13 +238,18 @@ def build_benchmark(
     An open-loop `profile` (kind "rate") passes its rate on, for the schedule-based metrics.
     """
     rate = profile.get("rate") if profile.get("kind") == "rate" else None
-    per_iteration = summarize_by_iteration(records, slos, rate)
+    pooled = summarize(records, slos, rate)
+    measured = {r.iteration for r in records if not r.warmup and r.iteration >= 1}
+    if len(measured) == 1 and all(r.warmup or r.iteration >= 1 for r in records):
+        per_iteration = {measured.pop(): pooled}  # one iteration: its summary is the pooled one
+    else:
+        per_iteration = summarize_by_iteration(records, slos, rate)
     iterations = [IterationResult(iteration=i, summary=s) for i, s in sorted(per_iteration.items())]
     across = across_iterations([it.summary for it in iterations]) if len(iterations) > 1 else None
     return Benchmark(
         name=name,
         profile=profile,
-        summary=summarize(records, slos, rate),
+        summary=pooled,
         iterations=iterations,
         across_iterations=across,
     )

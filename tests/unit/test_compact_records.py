@@ -21,3 +21,13 @@ def test_compact_chunk_times_are_int64_arrays_with_the_same_values_and_summary()
     a = build_benchmark("x", profile, plain, []).model_dump()
     b = build_benchmark("x", profile, compact, []).model_dump()
     assert a == b
+
+
+def test_one_iteration_reuses_the_pooled_summary_and_equals_computing_it() -> None:
+    from tokspeed.metrics import summarize_by_iteration
+
+    records = read_records(RUN_V1 / REQUESTS_FILE)
+    one = [r for r in records if r.warmup or r.iteration == 1]
+    bench = build_benchmark("x", {"kind": "concurrency", "concurrency": 4}, one, [])
+    assert [it.iteration for it in bench.iterations] == [1]
+    assert bench.iterations[0].summary == summarize_by_iteration(one, [])[1] == bench.summary
