@@ -31,7 +31,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +38,7 @@ import numpy as np
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers import export_tokenizer, find_vllm, run_vllm, vllm_version  # noqa: E402
+from peers import export_tokenizer, find_vllm, run_vllm, vllm_version
 
 URL = re.compile(rb"listening on (http://\S+/v1)")
 ROOT = Path(__file__).resolve().parent.parent

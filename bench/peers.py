@@ -58,7 +58,10 @@ def vllm_version(python: str) -> str:
 
 
 def export_tokenizer(directory: Path) -> Path:
-    from tokspeed.backends.embedded.tokenizer import load_tokenizer, write_tokenizer_files
+    from tokspeed.backends.embedded.tokenizer import (
+        load_tokenizer,
+        write_tokenizer_files,
+    )
 
     directory.mkdir(parents=True, exist_ok=True)
     write_tokenizer_files(load_tokenizer().tokenizer, directory)

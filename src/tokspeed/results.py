@@ -23,11 +23,17 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from tokspeed import __version__
+from tokspeed.diagnosis.schema import Finding
 from tokspeed.errors import ConfigError, ResultsError
-from tokspeed.metrics import AcrossIterations, Summary, across_iterations, summarize, summarize_by_iteration
+from tokspeed.metrics import (
+    AcrossIterations,
+    Summary,
+    across_iterations,
+    summarize,
+    summarize_by_iteration,
+)
 from tokspeed.metrics.fit import LinearFit
 from tokspeed.metrics.slo import SLO, parse_slo
-from tokspeed.diagnosis.schema import Finding
 from tokspeed.records import RequestRecord
 from tokspeed.telemetry.schema import TelemetrySummary
 

@@ -27,6 +27,7 @@ def bench_options() -> set[str]:
 def test_every_flag_in_the_readme_exists() -> None:
     known = options("run") | options("sim") | options("report") | options("compare") | options("sweep")
     known |= options("capacity") | options("diagnose") | {"--help"} | bench_options()
+    known |= options("estimate") | options("efficiency") | options("cost")
     mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", README))
     assert mentioned - known == set()
 
@@ -39,6 +40,21 @@ def test_every_run_flag_is_documented() -> None:
 def test_every_diagnose_flag_is_documented() -> None:
     undocumented = {o for o in options("diagnose") if o not in README}
     assert undocumented == set()
+
+
+def test_every_estimate_efficiency_and_cost_flag_is_documented() -> None:
+    for command in ("estimate", "efficiency", "cost"):
+        undocumented = {o for o in options(command) if o not in README}
+        assert undocumented == set(), command
+
+
+def test_every_builtin_model_and_gpu_is_documented() -> None:
+    from tokspeed.estimate.hardware import known_gpus
+    from tokspeed.estimate.model import BUILTIN_MODELS
+
+    assert {g for g in known_gpus() if f"`{g}`" not in README} == set()
+    families = {name.rsplit("-", 1)[0] for name in BUILTIN_MODELS}
+    assert {f for f in families if f"`{f}-" not in README} == set()
 
 
 def test_every_diagnosis_rule_is_documented() -> None:

@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from tokspeed.backends.http1 import BadFraming, BadResponse, Connection, ConnectionLost, Endpoint, request_bytes, request_head
+from tokspeed.backends.http1 import (
+    BadFraming,
+    BadResponse,
+    Connection,
+    ConnectionLost,
+    Endpoint,
+    request_bytes,
+    request_head,
+)
 
 
 class Sink:

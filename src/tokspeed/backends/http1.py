@@ -25,8 +25,9 @@ from __future__ import annotations
 import asyncio
 import ssl as ssl_module
 from collections import deque
+from collections.abc import Callable
 from time import perf_counter_ns
-from typing import Callable, Protocol
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import httptools
@@ -62,7 +63,7 @@ class ResponseSink(Protocol):
 class Endpoint:
     """Where requests go: scheme, host, port and the request-line prefix for a URL."""
 
-    __slots__ = ("host", "port", "tls", "host_header")
+    __slots__ = ("host", "host_header", "port", "tls")
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)

@@ -48,7 +48,14 @@ from tokspeed.backends.redact import Redactor, redact_url
 from tokspeed.backends.retry import reset_for_retry, retry_delay_s, retryable
 from tokspeed.backends.sse import SSEDecoder
 from tokspeed.errors import TargetError
-from tokspeed.records import Anomaly, ErrorKind, RequestRecord, RequestSpec, Status, TokenSource
+from tokspeed.records import (
+    Anomaly,
+    ErrorKind,
+    RequestRecord,
+    RequestSpec,
+    Status,
+    TokenSource,
+)
 from tokspeed.workload.tokens import TokenCounter
 
 _DONE = b"[DONE]"
@@ -158,7 +165,7 @@ class OpenAIHTTPBackend:
         return str(data[0].get("id"))
 
     async def _server_version(self) -> str | None:
-        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        root = self.base_url.removesuffix("/v1")
         try:
             body = await self._get_json(f"{root}/version", quiet=True)
         except TargetError:
@@ -331,7 +338,7 @@ class OpenAIHTTPBackend:
 class _StreamState:
     """Per-request scratch space while a response streams in."""
 
-    __slots__ = ("text", "usage_completion", "usage_prompt", "chunk_usage", "done", "retry_after")
+    __slots__ = ("chunk_usage", "done", "retry_after", "text", "usage_completion", "usage_prompt")
 
     def __init__(self, keep_text: bool) -> None:
         self.text: list[str] | None = [] if keep_text else None
@@ -384,7 +391,7 @@ class _Response:
     connection as soon as the stream is over (`[DONE]`, an error event, bad JSON).
     """
 
-    __slots__ = ("record", "state", "stream", "status", "headers", "conn", "decoder", "parts", "end_ns", "over")
+    __slots__ = ("conn", "decoder", "end_ns", "headers", "over", "parts", "record", "state", "status", "stream")
 
     def __init__(self, record: RequestRecord, state: _StreamState, stream: bool) -> None:
         self.record = record

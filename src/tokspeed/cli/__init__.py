@@ -29,7 +29,7 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from tokspeed.cli import compare_cmd, diagnose_cmd, report_cmd, run_cmd, sim_cmd, sweep_cmd
+    from tokspeed.cli import compare_cmd, cost_cmd, diagnose_cmd, estimate_cmd, report_cmd, run_cmd, sim_cmd, sweep_cmd
 
     app.command("run", help=run_cmd.HELP, no_args_is_help=False)(run_cmd.run)
     app.command("sweep", help=sweep_cmd.SWEEP_HELP)(sweep_cmd.sweep)
@@ -38,6 +38,9 @@ def _register() -> None:
     app.command("sim", help=sim_cmd.HELP)(sim_cmd.sim)
     app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)
     app.command("diagnose", help=diagnose_cmd.HELP)(diagnose_cmd.diagnose)
+    app.command("estimate", help=estimate_cmd.HELP)(estimate_cmd.estimate)
+    app.command("efficiency", help=cost_cmd.EFFICIENCY_HELP)(cost_cmd.efficiency)
+    app.command("cost", help=cost_cmd.COST_HELP)(cost_cmd.cost)
 
 
 _register()

@@ -20,13 +20,14 @@ import orjson
 from aiohttp import web
 
 from tokspeed import __version__
+from tokspeed.sim import inject
 from tokspeed.sim.arrival import arrival_of
 from tokspeed.sim.config import SimConfig
-from tokspeed.sim import inject
 from tokspeed.sim.faults import HTTP_STATUS, MID_STREAM, Fault, FaultPicker
 from tokspeed.sim.gate import FifoGate
 from tokspeed.sim.log import LogEntry, SimLog, SimStatus
-from tokspeed.sim.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE, SimMetrics
+from tokspeed.sim.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from tokspeed.sim.metrics import SimMetrics
 from tokspeed.sim.request import ApiName, RequestError, SimRequest, parse_request
 from tokspeed.sim.schedule import Chunk, ResponsePlan, Timing, make_plan, sleep_until
 from tokspeed.sim.stream import ChunkEncoder, error_body, response_body, usage_dict
