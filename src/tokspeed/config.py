@@ -131,6 +131,12 @@ class RunConfig(BaseModel):
 
     # telemetry
     telemetry: bool = Field(True, description="sample GPUs (NVML), the client and the server's metrics beside the load")
+    engine: dict[str, Any] = Field(
+        default_factory=dict,
+        description="in-process engine options (hf:, vllm: targets), keyed like the engine flags: dtype, device, "
+        "trust_remote_code, engine_args, tensor_parallel_size, gpu_memory_utilization, max_num_seqs, "
+        "max_model_len, enforce_eager, quantization, kv_cache_dtype, load_format; the flags win",
+    )
     telemetry_interval_s: float = Field(
         DEFAULT_TELEMETRY_INTERVAL_S, ge=0.01, le=60, description="seconds between telemetry samples"
     )

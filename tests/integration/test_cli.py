@@ -147,3 +147,17 @@ def test_scenario_file_runs(start_sim: Callable[..., SimServer], tmp_path: Path)
     assert result["config"]["api"] == "completions"
     assert result["benchmarks"][0]["summary"]["output_tokens"]["mean"] == 5
     assert result["benchmarks"][0]["profile"] == {"kind": "concurrency", "concurrency": 2}
+
+
+
+def test_scenario_engine_options_reach_the_engine_check_like_the_flags(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    sim = start_sim("--ttft-ms", "2", "--itl-ms", "1")
+    scenario = tmp_path / "bench.yaml"
+    scenario.write_text(f"target: {sim.url}\nrequests: 2\nengine:\n  max_num_seqs: 4\n")
+    p = run_cli("run", "--scenario", str(scenario), "--out", str(tmp_path / "r"), "-q")
+    assert p.returncode == 2 and "--max-num-seqs applies only to in-process engines" in p.stderr
+    scenario.write_text(f"target: {sim.url}\nrequests: 2\nengine:\n  max_seqs: 4\n")
+    p = run_cli("run", "--scenario", str(scenario), "--out", str(tmp_path / "r2"), "-q")
+    assert p.returncode == 2 and "unknown option 'max_seqs'" in p.stderr and "max_num_seqs" in p.stderr

@@ -21,7 +21,7 @@ was configured when it was started.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import orjson
@@ -110,6 +110,37 @@ class EngineOptions:
         takers = [k for k, flags in ACCEPTS.items() if all(f in flags for f in refused)]
         where = f"; {' and '.join(k + ':' for k in takers)} targets take it" if takers else ""
         raise ConfigError(f"--target {kind}: does not take {names}{where}")
+
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any], where: str = "scenario engine") -> EngineOptions:
+        """Options from a scenario file's `engine:` mapping (keys as the flags, `-` or `_`)."""
+        names = {f.name for f in fields(cls)}
+        known = sorted(names | {"engine_arg"})
+        options: dict[str, Any] = {}
+        for key, value in data.items():
+            name = str(key).replace("-", "_")
+            if name == "engine_arg":  # the flag's spelling: a mapping or KEY=VALUE strings
+                name = "engine_args"
+                value = value if isinstance(value, dict) else parse_engine_args(list(value or ()))
+            if name not in names:
+                raise ConfigError(f"{where}: unknown option {key!r}", hint=f"known: {', '.join(known)}")
+            options[name] = value
+        return cls(**options)
+
+    def over(self, base: EngineOptions) -> EngineOptions:
+        """These options where given, `base`'s elsewhere (flags win over a scenario file)."""
+        merged = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name, value in merged.items():
+            if value in (None, False, {}):
+                merged[name] = getattr(base, name)
+        if base.engine_args and self.engine_args:
+            merged["engine_args"] = {**base.engine_args, **self.engine_args}
+        return EngineOptions(**merged)
+
+    def as_mapping(self) -> dict[str, Any]:
+        """The given options by name, for run.json's config."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) not in (None, False, {})}
 
 
 def _valid_device(device: str) -> bool:

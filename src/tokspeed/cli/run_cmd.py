@@ -177,6 +177,8 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         "telemetry": False if no_telemetry else None,
     }
     cfg = config_from_sources(scenario, overrides)
+    engine = engine.over(EngineOptions.from_mapping(cfg.engine))  # the engine flags win over the scenario's
+    cfg = cfg.model_copy(update={"engine": engine.as_mapping()})
     if input_tokens and dataset is None and cfg.dataset == "builtin":
         cfg = cfg.model_copy(update={"dataset": "synthetic"})
     targets = [_normalise_target(t) for t in target] if target else [None]

@@ -9,6 +9,9 @@ Weight formats, bytes per parameter of the layers' matrices (embeddings, LM head
     int4         0.5 + 2.5/128 = 0.5195   (AWQ/GPTQ: groups of 128 weights, each with an FP16
                                            scale and a 4-bit zero point)
 
+KV cache counts every layer at full attention: sliding-window layers (Mistral's, Gemma-2's local
+layers) hold less, so for those models the KV figures are an upper bound on memory.
+
 A step is bounded by whichever is slower: moving its bytes through memory (bytes ÷ bandwidth)
 or doing its FLOPs (FLOPs ÷ dense peak); real engines run slower, never faster. Tensor
 parallelism over N GPUs multiplies memory, bandwidth and compute by N and ignores the
