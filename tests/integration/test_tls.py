@@ -1,0 +1,87 @@
+"""An https target: the simulator behind TLS with a certificate from a throw-away CA.
+
+`tokspeed run` trusts the CA through SSL_CERT_FILE (the standard OpenSSL variable), so both
+the probe (aiohttp) and the streamed requests (tokspeed's own HTTP/1.1 client) verify the
+certificate; without the CA the run must fail with a connect error, not stream in clear.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import ssl
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from tests.integration.harness import load_json, records, run_cli
+from tokspeed.sim import SimConfig, make_app
+
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+
+
+def make_certificates(d: Path) -> tuple[Path, Path, Path]:
+    """A CA, and a server certificate it signed for 127.0.0.1; returns (ca, cert, key)."""
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(d / "ca.key"), "-out", str(d / "ca.pem"),
+            "-days", "2", "-subj", "/CN=tokspeed test CA")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(d / "server.key"), "-out", str(d / "server.csr"),
+            "-subj", "/CN=127.0.0.1")
+    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", str(d / "server.csr"), "-CA", str(d / "ca.pem"), "-CAkey", str(d / "ca.key"),
+            "-CAcreateserial", "-out", str(d / "server.pem"), "-days", "2", "-extfile", str(d / "ext.cnf"))
+    return d / "ca.pem", d / "server.pem", d / "server.key"
+
+
+@pytest.fixture
+def tls_sim(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The simulator on https://127.0.0.1:PORT/v1 in a thread; yields (url, CA file)."""
+    ca, cert, key = make_certificates(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    loop = asyncio.new_event_loop()
+    ready: list[str] = []
+    started = threading.Event()
+    runner = web.AppRunner(make_app(SimConfig(ttft_ms=5, itl_ms=2)))
+
+    async def start() -> None:
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        ready.append(f"https://127.0.0.1:{port}/v1")
+        started.set()
+
+    thread = threading.Thread(target=lambda: (loop.run_until_complete(start()), loop.run_forever()), daemon=True)
+    thread.start()
+    assert started.wait(10)
+    try:
+        yield ready[0], ca
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
+def test_https_target_streams_with_a_verified_certificate(tls_sim: tuple[str, Path], tmp_path: Path) -> None:
+    url, ca = tls_sim
+    p = run_cli("run", "--target", url, "--out", str(tmp_path / "r"), "--concurrency", "2", "--requests", "6",
+                "--max-tokens", "8", "--warmup", "0", "--plain", env={"SSL_CERT_FILE": str(ca)})
+    assert p.returncode == 0, p.stderr
+    recs = records(tmp_path / "r")
+    assert len(recs) == 6 and all(r["status"] == "ok" and len(r["chunk_offsets_ns"]) == 8 for r in recs)
+    ttft = load_json(tmp_path / "r" / "run.json")["benchmarks"][0]["summary"]["ttft_ms"]
+    assert 5 <= ttft["p50"] < 50
+
+
+def test_https_target_with_an_untrusted_certificate_is_refused(tls_sim: tuple[str, Path], tmp_path: Path) -> None:
+    url, _ = tls_sim
+    p = run_cli("run", "--target", url, "--out", str(tmp_path / "r"), "--requests", "2", "--warmup", "0", "--plain")
+    assert p.returncode == 1 and "certificate" in p.stderr.lower()
