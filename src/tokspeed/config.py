@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tokspeed.errors import ConfigError
 from tokspeed.metrics.slo import SLO, parse_slo
@@ -45,7 +53,7 @@ _DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
-def parse_duration(text: str | float | int) -> float:
+def parse_duration(text: str | float) -> float:
     """`30s`, `5m`, `1.5h`, `250ms` or a bare number of seconds -> seconds."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return float(text)
@@ -131,6 +139,10 @@ class RunConfig(BaseModel):
 
     # telemetry
     telemetry: bool = Field(True, description="sample GPUs (NVML), the client and the server's metrics beside the load")
+    price_per_hour: list[float] = Field(
+        default_factory=list, description="price of one GPU-hour (any currency): the run prints what its throughput costs"
+    )
+    gpus: int = Field(1, ge=1, description="GPUs serving the target, each paid price_per_hour")
     engine: dict[str, Any] = Field(
         default_factory=dict,
         description="in-process engine options (hf:, vllm: targets), keyed like the engine flags: dtype, device, "
@@ -143,6 +155,13 @@ class RunConfig(BaseModel):
     server_metrics: str | None = Field(
         None, description="Prometheus endpoint to scrape: a URL, 'off', or unset for the target's /metrics when it answers"
     )
+
+    @field_validator("price_per_hour")
+    @classmethod
+    def _positive_prices(cls, v: list[float]) -> list[float]:
+        if any(p <= 0 for p in v):
+            raise ValueError("price_per_hour (--price-per-hour) must be positive")
+        return v
 
     @field_validator("server_metrics")
     @classmethod

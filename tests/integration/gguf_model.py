@@ -1,10 +1,11 @@
 """A tiny random-weight Llama written as GGUF, for serving with llama.cpp in tests.
 
-`write_tiny_llama_gguf(PATH)` writes, with the `gguf` package and numpy only
-(no torch, no download, well under a second), a 2-layer Llama (hidden 64,
-4 heads, feed-forward 128, float32) with a SentencePiece-style ("llama")
-vocabulary in the GGUF metadata: <unk>, <s>, </s>, the 256 byte-fallback
-tokens <0x00>..<0xFF>, "▁", the printable ASCII characters and "▁a".."▁z".
+`write_tiny_llama_gguf(PATH)` (or `python gguf_model.py PATH`, e.g. with the
+server's venv) writes, with the `gguf` package and numpy only (no torch, no
+download, well under a second), a 2-layer Llama (hidden 64, 4 heads,
+feed-forward 128, float32) with a SentencePiece-style ("llama") vocabulary
+in the GGUF metadata: <unk>, <s>, </s>, the 256 byte-fallback tokens
+<0x00>..<0xFF>, "▁", the printable ASCII characters and "▁a".."▁z".
 
 Random weights alone would sometimes pick </s> (short answers) or a byte token
 (invalid UTF-8 that a server holds back or drops). So the weights carry a
@@ -131,3 +132,9 @@ def write_tiny_llama_gguf(path: str | Path, *, seed: int = 0) -> Path:
     w.write_tensors_to_file()
     w.close()
     return out
+
+
+if __name__ == "__main__":  # `python gguf_model.py OUT.gguf`, with whichever Python has gguf (the server's venv)
+    import sys
+
+    print(write_tiny_llama_gguf(sys.argv[1]))

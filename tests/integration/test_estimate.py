@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
-from harness import run_cli
+from harness import SimServer, load_json, run_cli
 
 RUN_V1 = Path(__file__).parents[1] / "data" / "run-v1"
 
@@ -36,3 +37,19 @@ def test_cost_of_the_sample_run() -> None:
     row = orjson.loads(proc.stdout)["costs"][0]
     assert row["cost_per_hour"] == 5.0
     assert row["output_tokens_per_currency_unit"] == row["output_tokens_per_s"] * 3600 / 5.0
+
+
+def test_run_prints_its_cost_at_each_price(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    sim = start_sim("--ttft-ms", "2", "--itl-ms", "1")
+    p = run_cli("run", "--target", sim.url, "--out", str(tmp_path / "r"), "--concurrency", "2", "--requests", "10",
+                "--max-tokens", "8", "--warmup", "0", "--plain", "--price-per-hour", "2.5", "--price-per-hour", "5",
+                "--gpus", "2")
+    assert p.returncode == 0, p.stderr
+    result = load_json(tmp_path / "r" / "run.json")
+    assert result["config"]["price_per_hour"] == [2.5, 5.0] and result["config"]["gpus"] == 2
+    tok_s = result["benchmarks"][0]["summary"]["throughput"]["output_tokens_per_s"]
+    per_million = 2.5 * 2 / (tok_s * 3600) * 1e6  # two GPUs at 2.5 an hour, for 1M output tokens
+    rows = [line.split("│") for line in p.stdout.splitlines() if line.count("│") > 5 and "concurrency 2" in line]
+    shown = [float(cells[4].replace(",", "")) for cells in rows]  # the "per 1M output tok" column
+    assert "cost at the measured throughput" in p.stdout and len(shown) == 2
+    assert abs(shown[0] - per_million) <= 0.01 * per_million and abs(shown[1] - 2 * per_million) <= 0.02 * per_million
