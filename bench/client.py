@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,8 +38,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peers import export_tokenizer, find_vllm, run_vllm, vllm_version
+from simproc import start_sim, stop
 
-URL = re.compile(rb"listening on (http://\S+/v1)")
 ROOT = Path(__file__).resolve().parent.parent
 SIM_MODEL = "tokspeed-sim"
 
@@ -50,24 +49,6 @@ class Measured:
     requests_per_s: float
     tokens_per_s: float
     cpu_s: float
-
-
-def start_sim(log: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tokspeed", "sim", "--port", "0", "--log", str(log), *args],
-        stdout=subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    m = URL.search(proc.stdout.readline())
-    if not m:
-        proc.kill()
-        raise SystemExit("simulator did not start")
-    return proc, m.group(1).decode()
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(10)
 
 
 def run_tokspeed(
@@ -116,7 +97,7 @@ def capacity(tmp: Path, clients: Clients, streams_list: list[int], requests: int
         for streams in streams_list:
             rows: dict[str, tuple[Measured, float]] = {}
             for name in clients.names:
-                proc, url = start_sim(tmp / "cap.jsonl", "--ttft-ms", "0", "--itl-ms", str(itl))
+                proc, url = start_sim("--log", str(tmp / "cap.jsonl"), "--ttft-ms", "0", "--itl-ms", str(itl))
                 try:
                     tag = re.sub(r"\W+", "-", name)
                     small = clients.run(name, url, tmp / f"cap-{server}-{streams}-{tag}-1", streams, requests, tokens)
@@ -164,7 +145,7 @@ def timing_truth(tmp: Path, clients: Clients, streams_list: list[int], tokens: i
         for name in clients.names:
             tag = re.sub(r"\W+", "-", name)
             log = tmp / f"truth-{streams}-{tag}.jsonl"
-            proc, url = start_sim(log, "--ttft-ms", "200", "--itl-ms", "5")
+            proc, url = start_sim("--log", str(log), "--ttft-ms", "200", "--itl-ms", "5")
             out = tmp / f"truth-{streams}-{tag}"
             try:
                 clients.run(name, url, out, streams, requests, tokens, api="completions")

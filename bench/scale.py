@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,24 +23,8 @@ from pathlib import Path
 
 import orjson
 
-URL = re.compile(rb"listening on (http://\S+/v1)")
-
-
-def start_sim(log: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tokspeed", "sim", "--port", "0", "--log", str(log), *args], stdout=subprocess.PIPE
-    )
-    assert proc.stdout is not None
-    m = URL.search(proc.stdout.readline())
-    if not m:
-        proc.kill()
-        raise SystemExit("simulator did not start")
-    return proc, m.group(1).decode()
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(30)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from simproc import start_sim, stop
 
 
 def run(url: str, out: Path, *args: str) -> tuple[float, int]:
@@ -60,7 +42,7 @@ def run(url: str, out: Path, *args: str) -> tuple[float, int]:
 
 def startup(tmp: Path) -> None:
     log = tmp / "startup.jsonl"
-    sim, url = start_sim(log)
+    sim, url = start_sim("--log", str(log))
     times = []
     try:
         for i in range(3):
@@ -75,7 +57,7 @@ def startup(tmp: Path) -> None:
 
 
 def many_streams(tmp: Path, streams: int) -> None:
-    sim, url = start_sim(tmp / "many.jsonl", "--ttft-ms", "500", "--itl-ms", "1000")
+    sim, url = start_sim("--ttft-ms", "500", "--itl-ms", "1000")
     try:
         wall, rss = run(url, tmp / "many", "--concurrency", str(streams), "--requests", str(streams),
                         "--warmup", "0", "--max-tokens", "4")
@@ -88,7 +70,7 @@ def many_streams(tmp: Path, streams: int) -> None:
 
 
 def growth(tmp: Path, base: int) -> None:
-    sim, url = start_sim(tmp / "growth.jsonl", "--ttft-ms", "0", "--itl-ms", "0")
+    sim, url = start_sim("--ttft-ms", "0", "--itl-ms", "0")
     try:
         print("Memory as a run grows (64 streams, 256-token responses):")
         for factor in (1, 4, 16):

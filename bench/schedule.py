@@ -24,8 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,7 +35,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-URL = re.compile(rb"listening on (http://\S+/v1)")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from simproc import start_sim, stop
+
 NS = 1_000_000_000
 MS = 1_000_000
 
@@ -81,24 +81,6 @@ def pacer(rates: list[float], n: int) -> None:
 # -- part 2: end to end against the simulator ----------------------------------------------------
 
 
-def start_sim(log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tokspeed", "sim", "--port", "0", "--ttft-ms", "0", "--itl-ms", "0", "--log", str(log)],
-        stdout=subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    m = URL.search(proc.stdout.readline())
-    if not m:
-        proc.kill()
-        raise SystemExit("simulator did not start")
-    return proc, m.group(1).decode()
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(10)
-
-
 def run_client(url: str, out: Path, *args: str) -> float:
     """Run `tokspeed run`; returns the client's CPU seconds (user + system)."""
     proc = subprocess.Popen(
@@ -135,7 +117,7 @@ def measured(out: Path, log: Path) -> tuple[dict[str, list[int]], dict[str, Any]
 
 def end_to_end(tmp: Path, cases: list[tuple[float, str]], n: int) -> None:
     log = tmp / "sim.jsonl"
-    proc, url = start_sim(log)
+    proc, url = start_sim("--ttft-ms", "0", "--itl-ms", "0", "--log", str(log))
     try:
         startup = run_client(url, tmp / "startup", "--rate", "1000", "--requests", "1", "--warmup", "0")
         print(f"\nEnd to end: tokspeed run vs tokspeed sim (zero delays), {n} measured arrivals per case; "

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -25,21 +24,10 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-URL = re.compile(rb"listening on (http://\S+/v1)")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from simproc import start_sim, stop
+
 MB = 1024 * 1024
-
-
-def start_sim(ttft_ms: float, itl_ms: float) -> tuple[subprocess.Popen[bytes], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tokspeed", "sim", "--port", "0", "--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms)],
-        stdout=subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    m = URL.search(proc.stdout.readline())
-    if not m:
-        proc.kill()
-        raise SystemExit("simulator did not start")
-    return proc, m.group(1).decode()
 
 
 def start_client(url: str, out: Path, args: argparse.Namespace) -> subprocess.Popen[bytes]:
@@ -110,7 +98,7 @@ def main() -> None:
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; {args.streams} streams, "
           f"{args.tokens}-token responses, {args.duration:g} s")
-    sim, url = start_sim(args.ttft_ms, args.itl_ms)
+    sim, url = start_sim("--ttft-ms", str(args.ttft_ms), "--itl-ms", str(args.itl_ms))
     try:
         with tempfile.TemporaryDirectory() as d:
             out = Path(d) / "soak"
@@ -123,8 +111,7 @@ def main() -> None:
                 client.wait(60)
             report(samples)
     finally:
-        sim.send_signal(signal.SIGTERM)
-        sim.wait(10)
+        stop(sim)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ N_HEAD = 4
 N_HEAD_KV = 4
 N_LAYER = 2
 N_FF = 128
-N_CTX = 2048
+N_CTX = 4096  # the longest builtin prompt is ~2,500 tokens of this vocabulary (CJK text: 3 byte tokens a character)
 BANNED_LOGIT = -40.0
 
 # llama.cpp token types (gguf.TokenType): NORMAL=1, UNKNOWN=2, CONTROL=3, BYTE=6

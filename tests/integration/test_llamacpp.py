@@ -1,45 +1,78 @@
 """tokspeed against llama.cpp's OpenAI-compatible server (llama-cpp-python). Opt-in.
 
-Skipped unless TOKSPEED_LLAMACPP=1 is set and both `llama_cpp` (with the server
-extra) and `gguf` import. llama-cpp-python has no wheel on PyPI: it builds from
-source, 6-10 minutes. To run it:
+Skipped unless TOKSPEED_LLAMACPP=1 is set and a Python that imports
+`llama_cpp.server` (the `server` extra) and `gguf` is found. llama-cpp-python has
+no wheel on PyPI: it compiles llama.cpp from source (measured 5 min 52 s on 2
+cores), so it lives in a venv of its own, `.venv-llama/` (gitignored):
 
-    pip install 'llama-cpp-python[server]' gguf
+    python -m venv .venv-llama
+    CMAKE_BUILD_PARALLEL_LEVEL=2 .venv-llama/bin/pip install 'llama-cpp-python[server]' gguf
     TOKSPEED_LLAMACPP=1 python -m pytest -q tests/integration/test_llamacpp.py
 
-or with llama-cpp-python in a venv of its own (only the server runs there):
-TOKSPEED_LLAMACPP_PYTHON=/path/to/venv/bin/python.
+The server runs with `.venv-llama/bin/python` when it exists, else with the
+Python named by TOKSPEED_LLAMACPP_PYTHON, else with this one; tokspeed runs
+from the test's venv and need not be installed there. Measured with
+llama-cpp-python 0.3.36: ~3 s for the module.
 
-The model is a tiny random-weight Llama written as GGUF in under a second
-(gguf_model.py), served with `python -m llama_cpp.server ... --interrupt_requests
-False` (by default a new request aborts the running one). llama.cpp sends no
-usage while streaming, so output tokens are counted from the chunks.
+The model is a tiny random-weight Llama written as GGUF in under a second by
+that Python (gguf_model.py: its logit bias keeps generation on printable
+tokens to `max_tokens`), served with `python -m llama_cpp.server ...
+--interrupt_requests False` (by default a new request aborts the running one).
+
+What llama-cpp-python's server does, as seen on the wire (0.3.36), and what the
+tests hold tokspeed to:
+
+* `/v1/models` lists one model, its `--model_alias`: tokspeed discovers it.
+* Streams are plain SSE (`data: {...}\\n\\n`, then `data: [DONE]`), one event
+  per token; chat streams open with a role-only delta and close with an empty
+  delta carrying finish_reason. `stream_options` is accepted and ignored: no
+  usage while streaming, so tokspeed counts one token per chunk; without
+  streaming the body has usage.
+* No timings in responses, no `/metrics` and no `/version` (all 404): tokspeed
+  notes the missing metrics and goes on. The server's log (verbose, the
+  default) prints llama.cpp's per-request timings; the tests parse them and
+  check tokspeed against them: the server's generated-token count (1 + decode
+  runs) equals tokspeed's, the server's prompt count equals tokspeed's usage,
+  TTFT ≥ the server's prompt-eval time and E2E ≥ prompt eval + decode time.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import json
 import os
+import re
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-if os.environ.get("TOKSPEED_LLAMACPP") != "1":
-    pytest.skip("llama.cpp test is opt-in: set TOKSPEED_LLAMACPP=1 (needs pip install 'llama-cpp-python[server]' gguf)",
-                allow_module_level=True)
-# the server may run from another venv (llama-cpp-python builds from source): TOKSPEED_LLAMACPP_PYTHON
-LLAMACPP_PYTHON = os.environ.get("TOKSPEED_LLAMACPP_PYTHON") or sys.executable
-if importlib.util.find_spec("gguf") is None:
-    pytest.skip("TOKSPEED_LLAMACPP=1 but gguf is not importable: pip install gguf", allow_module_level=True)
-_probe = subprocess.run([LLAMACPP_PYTHON, "-c", "import llama_cpp.server.app"], capture_output=True, text=True, timeout=120, check=False)
-if _probe.returncode != 0:
-    pytest.skip(f"TOKSPEED_LLAMACPP=1 but {LLAMACPP_PYTHON} cannot import llama_cpp.server: "
-                f"pip install 'llama-cpp-python[server]' ({_probe.stderr.strip().splitlines()[-1:]})", allow_module_level=True)
+ROOT = Path(__file__).resolve().parents[2]
+_VENV_PYTHON = ROOT / ".venv-llama" / "bin" / "python"
 
-from gguf_model import write_tiny_llama_gguf
+
+def _server_python() -> str:
+    if os.environ.get("TOKSPEED_LLAMACPP_PYTHON"):
+        return os.environ["TOKSPEED_LLAMACPP_PYTHON"]
+    return str(_VENV_PYTHON) if _VENV_PYTHON.exists() else sys.executable
+
+
+if os.environ.get("TOKSPEED_LLAMACPP") != "1":
+    pytest.skip("llama.cpp test is opt-in: set TOKSPEED_LLAMACPP=1 (and build .venv-llama: see this file's docstring)",
+                allow_module_level=True)
+LLAMACPP_PYTHON = _server_python()
+_probe = subprocess.run([LLAMACPP_PYTHON, "-c", "import llama_cpp.server.app, gguf, numpy"],
+                        capture_output=True, text=True, timeout=120, check=False)
+if _probe.returncode != 0:
+    pytest.skip(f"TOKSPEED_LLAMACPP=1 but {LLAMACPP_PYTHON} cannot import llama_cpp.server and gguf: "
+                f"pip install 'llama-cpp-python[server]' gguf ({_probe.stderr.strip().splitlines()[-1:]})",
+                allow_module_level=True)
+
+from gguf_model import N_CTX
 from harness import load_json, run_cli
 from real_servers import Server, free_port, measured
 
@@ -48,19 +81,23 @@ pytestmark = pytest.mark.integration
 READY_S = 120.0
 REQUESTS = 6
 MAX_TOKENS = 16
+ALIAS = "tokspeed-tiny-random"
 
 
 @pytest.fixture(scope="module")
 def llamacpp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     where = tmp_path_factory.mktemp("llamacpp")
-    model = write_tiny_llama_gguf(where / "tiny-random.gguf")
+    model = where / "tiny-random.gguf"
+    subprocess.run([LLAMACPP_PYTHON, str(Path(__file__).with_name("gguf_model.py")), str(model)],
+                   check=True, capture_output=True, timeout=120)
     port = free_port()
     argv = [
-        LLAMACPP_PYTHON, "-m", "llama_cpp.server", "--model", str(model),
+        LLAMACPP_PYTHON, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", ALIAS,
         "--host", "127.0.0.1", "--port", str(port), "--interrupt_requests", "False",
-        "--n_ctx", "2048", "--n_threads", "1",
+        "--n_ctx", str(N_CTX), "--n_threads", "1", "--verbose", "True",
     ]
-    server = Server("llama.cpp server", argv, {"OMP_NUM_THREADS": "1"}, where / "server.log", port)
+    server = Server("llama.cpp server", argv, {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"},
+                    where / "server.log", port)
     try:
         server.wait_ready("/v1/models", READY_S)
         yield server
@@ -68,32 +105,144 @@ def llamacpp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
         server.stop()
 
 
-def test_llamacpp_completions_stream(llamacpp_server: Server, tmp_path: Path) -> None:
-    out = tmp_path / "r"
-    p = run_cli("run", "--target", llamacpp_server.url, "--api", "completions", "--requests", str(REQUESTS),
-                "--max-tokens", str(MAX_TOKENS), "--plain", "--out", str(out), timeout=300)
-    assert p.returncode == 0, f"{p.stdout}\n{p.stderr}\n--- server log ---\n{llamacpp_server.tail()}"
-    print(p.stdout)
+# --- the server's own account: llama.cpp's per-request timings in its log ---------------------------------
 
+_PREFIX = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
+_PROMPT = re.compile(r"llama_perf_context_print:\s+prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
+_EVAL = re.compile(r"llama_perf_context_print:\s+eval time =\s*([\d.]+) ms /\s*(\d+) runs")
+
+
+@dataclass
+class ServerTiming:
+    prompt_tokens: int  # the whole prompt: tokens reused from the previous request's cache + those evaluated
+    prompt_eval_ms: float
+    eval_ms: float
+    eval_runs: int  # decode calls after the prompt: generated tokens - 1 (llama.cpp reports at least 1)
+
+
+def server_timings(log_text: str) -> list[ServerTiming]:
+    """One entry per completion the server ran, in order (it runs one at a time)."""
+    out: list[ServerTiming] = []
+    reused = 0
+    for line in log_text.splitlines():
+        if m := _PREFIX.search(line):
+            reused = int(m.group(1))
+        elif m := _PROMPT.search(line):
+            out.append(ServerTiming(reused + int(m.group(2)), float(m.group(1)), 0.0, 0))
+            reused = 0
+        elif (m := _EVAL.search(line)) and out:
+            out[-1].eval_ms, out[-1].eval_runs = float(m.group(1)), int(m.group(2))
+    return out
+
+
+def run_against(server: Server, out: Path, *args: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[ServerTiming]]:
+    """`tokspeed run` against the server; (run.json, all records in send order, the server's timings of this run)."""
+    log_start = server.log.stat().st_size
+    p = run_cli("run", "--target", server.url, "--requests", str(REQUESTS), "--max-tokens", str(MAX_TOKENS),
+                "--plain", "--out", str(out), *args, timeout=300)
+    assert p.returncode == 0, f"{p.stdout}\n{p.stderr}\n--- server log ---\n{server.tail()}"
+    print(p.stdout)
     run = load_json(out / "run.json")
     assert run["status"] == "complete", run.get("error")
-    rows = measured(out)
-    assert len(rows) == REQUESTS
-    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows if r["status"] != "ok"]
-    for r in rows:
-        offsets = r["chunk_offsets_ns"]
-        assert offsets and offsets[0] > 0 and offsets == sorted(offsets), r
-        assert r["first_token_ns"] > r["sent_ns"], r  # TTFT > 0
-        if len(offsets) >= 2:
-            assert offsets[-1] > offsets[0], r  # ITL > 0 (gaps may be 0 when two chunks arrive in one read)
-        # no usage while streaming: counted from chunks (or a tokenizer, if one was given)
-        assert r["output_tokens_source"] in ("chunks", "tokenizer"), r
-        assert 1 <= r["output_tokens"] <= MAX_TOKENS, r
-        assert r["output_tokens"] >= len(offsets) or r["output_tokens_source"] == "tokenizer", r
+    rows = sorted((json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()), key=lambda r: r["sent_ns"])
+    timings = server_timings(server.log.read_bytes()[log_start:].decode("utf-8", "replace"))
+    # the server ran tokspeed's 1-token probe, then every request tokspeed recorded (warm-up included), nothing else
+    assert len(timings) == 1 + len(rows), (len(timings), len(rows), server.tail())
+    assert timings[0].eval_runs == 1, timings[0]  # the probe: max_tokens 1
+    return run, rows, timings[1:]
 
+
+def check_against_server(rows: list[dict[str, Any]], timings: list[ServerTiming], *, streamed: bool) -> None:
+    """tokspeed's records against the server's own timings, request by request (synchronous: same order)."""
+    print(f"{'TTFT ms':>9} {'E2E ms':>8} {'ITL ms':>7} | server: {'prompt tok':>10} {'prefill ms':>10} {'decode ms':>9} {'ms/tok':>7}")
+    for r, t in zip(rows, timings, strict=True):
+        e2e_ms = (r["end_ns"] - r["sent_ns"]) / 1e6
+        assert 1 + t.eval_runs == MAX_TOKENS == r["output_tokens"], (r, t)  # the server generated what tokspeed counted
+        assert e2e_ms >= t.prompt_eval_ms + t.eval_ms, (r, t)  # the response cannot end before the server's compute
+        if streamed:
+            ttft_ms = (r["first_token_ns"] - r["sent_ns"]) / 1e6
+            offsets = r["chunk_offsets_ns"]
+            itl_ms = (offsets[-1] - offsets[0]) / (len(offsets) - 1) / 1e6
+            assert ttft_ms >= t.prompt_eval_ms, (r, t)  # the first token needs the whole prompt evaluated
+            print(f"{ttft_ms:>9.2f} {e2e_ms:>8.2f} {itl_ms:>7.3f} | server: {t.prompt_tokens:>10} {t.prompt_eval_ms:>10.2f} "
+                  f"{t.eval_ms:>9.2f} {t.eval_ms / t.eval_runs:>7.3f}")
+        else:
+            assert r["input_tokens_source"] == "usage" and r["input_tokens"] == t.prompt_tokens, (r, t)
+            print(f"{'-':>9} {e2e_ms:>8.2f} {'-':>7} | server: {t.prompt_tokens:>10} {t.prompt_eval_ms:>10.2f} "
+                  f"{t.eval_ms:>9.2f} {t.eval_ms / t.eval_runs:>7.3f}")
+
+
+def check_target(run: dict[str, Any], server: Server, api: str, stream: bool) -> None:
+    """Model discovery from /v1/models; stream_options accepted (and ignored); no /metrics, no /version."""
+    with urllib.request.urlopen(f"{server.url}/models", timeout=10) as resp:
+        listed = [m["id"] for m in json.load(resp)["data"]]
+    assert listed == [ALIAS]
+    target = run["target"]
+    assert (target["model"], target["api"], target["stream"], target["include_usage"]) == (ALIAS, api, stream, stream)
+    assert target["server_version"] is None
+    telemetry = run["telemetry"]
+    assert telemetry["server"] is None
+    assert any("no server metrics" in n and "HTTP 404" in n for n in telemetry["notes"]), telemetry["notes"]
+
+
+def check_streamed(run: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    for r in rows:
+        assert r["status"] == "ok" and r["finish_reason"] == "length", r
+        offsets = r["chunk_offsets_ns"]
+        assert len(offsets) == MAX_TOKENS, r  # one event per token; a chat stream's role-only delta is no token
+        assert offsets[0] > 0 and offsets == sorted(offsets), r  # equal when two events came in one read
+        assert r["first_token_ns"] == r["first_content_ns"] == r["sent_ns"] + offsets[0], r
+        assert r["end_ns"] >= r["sent_ns"] + offsets[-1], r
+        # no usage while streaming: one token per chunk, prompt length estimated
+        assert (r["output_tokens"], r["output_tokens_source"]) == (MAX_TOKENS, "chunks"), r
+        assert r["input_tokens_source"] == "approx", r
+        assert r["chunk_tokens"] is None and not r["anomalies"], r
+    # a loaded machine may deliver a whole response in one read, but not all of them
+    assert any(r["chunk_offsets_ns"][-1] > r["chunk_offsets_ns"][0] for r in rows)
     summary = run["benchmarks"][0]["summary"]
     assert summary["requests"]["completed"] == REQUESTS
-    assert summary["ttft_ms"]["min"] > 0
-    if any(len(r["chunk_offsets_ns"]) >= 2 for r in rows):
-        assert summary["itl_ms"]["mean"] > 0
-    assert summary["tokens"]["output_total"] == sum(r["output_tokens"] for r in rows) > 0
+    assert summary["tokens"]["output_total"] == REQUESTS * MAX_TOKENS
+    assert summary["ttft_ms"]["min"] > 0 and summary["itl_ms"]["mean"] > 0 and summary["tpot_ms"]["mean"] > 0
+    assert summary["itl_ms"]["max"] < 1000 and summary["ttft_ms"]["max"] < 10_000  # a tiny model on a CPU
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_llamacpp_stream(llamacpp_server: Server, tmp_path: Path, api: str) -> None:
+    run, rows, timings = run_against(llamacpp_server, tmp_path / "r", "--api", api)
+    check_target(run, llamacpp_server, api, stream=True)
+    assert len(measured(tmp_path / "r")) == REQUESTS
+    check_streamed(run, [r for r in rows if not r["warmup"]])
+    check_against_server(rows, timings, streamed=True)
+
+
+def test_llamacpp_no_stream(llamacpp_server: Server, tmp_path: Path) -> None:
+    """Whole responses carry usage: tokspeed takes both counts from it; they match the server's log."""
+    run, rows, timings = run_against(llamacpp_server, tmp_path / "r", "--api", "completions", "--no-stream")
+    check_target(run, llamacpp_server, "completions", stream=False)
+    for r in rows:
+        assert r["status"] == "ok" and r["finish_reason"] == "length", r
+        assert (r["output_tokens"], r["output_tokens_source"]) == (MAX_TOKENS, "usage"), r
+        assert r["chunk_offsets_ns"] == [] and r["first_token_ns"] is None, r
+    summary = run["benchmarks"][0]["summary"]
+    assert summary["requests"]["completed"] == REQUESTS
+    assert summary["tokens"]["output_total"] == REQUESTS * MAX_TOKENS
+    check_against_server(rows, timings, streamed=False)
+
+
+def test_llamacpp_concurrent(llamacpp_server: Server, tmp_path: Path) -> None:
+    """Two streams at once: the server runs one completion at a time (the other waits, whole, in its TTFT).
+
+    With `--interrupt_requests False` none is cut short. The server's log cannot be
+    matched request by request any more, but it still accounts for every request,
+    and since it computes one at a time the run lasts at least its total compute.
+    """
+    run, rows, timings = run_against(llamacpp_server, tmp_path / "r", "--api", "completions", "--concurrency", "2")
+    check_target(run, llamacpp_server, "completions", stream=True)
+    check_streamed(run, [r for r in rows if not r["warmup"]])
+    assert all(1 + t.eval_runs == MAX_TOKENS for t in timings), timings
+    wall_ms = (max(r["end_ns"] for r in rows) - min(r["sent_ns"] for r in rows)) / 1e6
+    compute_ms = sum(t.prompt_eval_ms + t.eval_ms for t in timings)
+    print(f"wall {wall_ms:.2f} ms >= server compute {compute_ms:.2f} ms over {len(rows)} requests")
+    assert wall_ms >= compute_ms
+    # tokspeed really kept two in flight: some request was sent while another was still streaming
+    assert any(a is not b and a["sent_ns"] < b["sent_ns"] < a["end_ns"] for a in rows for b in rows)

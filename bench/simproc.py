@@ -1,0 +1,26 @@
+"""Start and stop `tokspeed sim` for the bench scripts (a subprocess on an ephemeral port)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+
+URL = re.compile(rb"listening on (http://\S+/v1)")
+
+
+def start_sim(*args: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`tokspeed sim --port 0 ARGS`; returns the process and its base URL (…/v1)."""
+    proc = subprocess.Popen([sys.executable, "-m", "tokspeed", "sim", "--port", "0", *args], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    m = URL.search(proc.stdout.readline())
+    if not m:
+        proc.kill()
+        raise SystemExit("simulator did not start")
+    return proc, m.group(1).decode()
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
