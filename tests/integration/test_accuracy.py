@@ -110,7 +110,10 @@ def test_without_usage_tokens_are_counted_by_chunk_and_flagged(
     s = summary(result)
     assert s["output_tokens"]["mean"] == 8
     assert s["tokens"]["output_sources"] == {"chunks": 5}
-    assert any("counted as one per chunk" in w for w in result["warnings"])
+    # flagged once, by the diagnosis (with its evidence), not also as a plain warning
+    flagged = [f for f in result["diagnosis"] if f["rule"] == "token_count"]
+    assert flagged and "counted as one per chunk" in flagged[0]["title"] and flagged[0]["evidence"]["chunk_counted"] == 5
+    assert not any("counted as one per chunk" in w for w in result["warnings"])
 
 
 def test_server_rejecting_stream_options_falls_back(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:

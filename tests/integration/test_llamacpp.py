@@ -162,7 +162,7 @@ def check_against_server(rows: list[dict[str, Any]], timings: list[ServerTiming]
         if streamed:
             ttft_ms = (r["first_token_ns"] - r["sent_ns"]) / 1e6
             offsets = r["chunk_offsets_ns"]
-            itl_ms = (offsets[-1] - offsets[0]) / (len(offsets) - 1) / 1e6
+            itl_ms = (offsets[-1] - offsets[0]) / (len(offsets) - 1) / 1e6  # 0 when all came in one read
             assert ttft_ms >= t.prompt_eval_ms, (r, t)  # the first token needs the whole prompt evaluated
             print(f"{ttft_ms:>9.2f} {e2e_ms:>8.2f} {itl_ms:>7.3f} | server: {t.prompt_tokens:>10} {t.prompt_eval_ms:>10.2f} "
                   f"{t.eval_ms:>9.2f} {t.eval_ms / t.eval_runs:>7.3f}")
@@ -197,12 +197,14 @@ def check_streamed(run: dict[str, Any], rows: list[dict[str, Any]]) -> None:
         assert (r["output_tokens"], r["output_tokens_source"]) == (MAX_TOKENS, "chunks"), r
         assert r["input_tokens_source"] == "approx", r
         assert r["chunk_tokens"] is None and not r["anomalies"], r
-    # a loaded machine may deliver a whole response in one read, but not all of them
-    assert any(r["chunk_offsets_ns"][-1] > r["chunk_offsets_ns"][0] for r in rows)
     summary = run["benchmarks"][0]["summary"]
     assert summary["requests"]["completed"] == REQUESTS
     assert summary["tokens"]["output_total"] == REQUESTS * MAX_TOKENS
-    assert summary["ttft_ms"]["min"] > 0 and summary["itl_ms"]["mean"] > 0 and summary["tpot_ms"]["mean"] > 0
+    assert summary["ttft_ms"]["min"] > 0 and summary["itl_ms"]["mean"] >= 0
+    # a whole response takes the server ~1-5 ms: on a loaded 2-core machine the client may sleep through it
+    # and read every event at once (measured: all 6 responses of a run, with two busy loops beside it)
+    if any(r["chunk_offsets_ns"][-1] > r["chunk_offsets_ns"][0] for r in rows):
+        assert summary["itl_ms"]["mean"] > 0 and summary["tpot_ms"]["mean"] > 0
     assert summary["itl_ms"]["max"] < 1000 and summary["ttft_ms"]["max"] < 10_000  # a tiny model on a CPU
 
 

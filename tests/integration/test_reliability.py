@@ -77,7 +77,11 @@ def test_every_fault_is_recorded_once_and_classified_as_the_log_says(
     measured = [r for r in recs if not r["warmup"]]
     assert summary["requests"]["errored"] == sum(r["status"] == "error" for r in measured)
     shown = " ".join(p.stdout.split())
-    assert "requests failed" in shown and "without data: [DONE]" in shown
+    assert "without data: [DONE]" in shown  # a warning: no diagnosis rule covers it
+    errors = [f for f in load_json(out / "run.json")["diagnosis"] if f["rule"] == "errors"]
+    assert errors and sum(f["evidence"]["count"] for f in errors if "count" in f["evidence"]) <= len(recs)
+    assert "errors" in shown and "failed" in shown  # the diagnosis says it once, in the printout
+    assert not any("requests failed" in w for w in load_json(out / "run.json")["warnings"])
 
 
 def test_max_error_rate_stops_the_run_with_a_reason(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:

@@ -1,12 +1,13 @@
 """Say when the measurement itself is suspect, and which flag fixes it.
 
 Each check is a small function returning a warning or None; `measurement_warnings`
-runs them all over a finished benchmark.
+runs them all over a finished benchmark, leaving out what a fired diagnosis rule already
+says (the finding carries the evidence; see `COVERED_BY`).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Collection
 
 from tokspeed.config import RunConfig
 from tokspeed.records import Anomaly, RequestRecord, TokenSource
@@ -120,5 +121,18 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
-def measurement_warnings(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> list[str]:
-    return [w for check in CHECKS if (w := check(b, cfg, records))]
+# the diagnosis rule that says the same as a check, with its evidence (tokspeed.diagnosis)
+COVERED_BY: dict[Check, str] = {
+    _errors: "errors",
+    _retried: "errors",
+    _too_few: "too_few_samples",
+    _early_stops: "output_length",
+    _chunk_counted: "token_count",
+}
+
+
+def measurement_warnings(
+    b: Benchmark, cfg: RunConfig, records: list[RequestRecord], covered: Collection[str] = ()
+) -> list[str]:
+    """Every check's warning, except those of checks whose diagnosis rule fired (`covered`)."""
+    return [w for check in CHECKS if COVERED_BY.get(check) not in covered and (w := check(b, cfg, records))]

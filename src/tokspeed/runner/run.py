@@ -335,8 +335,9 @@ def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark
     bench.target = state.served or None
     bench.telemetry = _point_telemetry(run, point, state, bench)
     run.result.benchmarks.append(bench)
-    run.point_warnings.append((point.name, measurement_warnings(bench, point.cfg, records)))
     _diagnose_point(run, state.index, bench, records)
+    covered = {f.rule for f in run.point_findings if f.benchmark == state.index}  # said once, with evidence
+    run.point_warnings.append((point.name, measurement_warnings(bench, point.cfg, records, covered)))
     run.writer.write_run(run.result)
     return bench
 
