@@ -9,10 +9,10 @@ cores), so it lives in a venv of its own, `.venv-llama/` (gitignored):
     CMAKE_BUILD_PARALLEL_LEVEL=2 .venv-llama/bin/pip install 'llama-cpp-python[server]' gguf
     TOKSPEED_LLAMACPP=1 python -m pytest -q tests/integration/test_llamacpp.py
 
-The server runs with `.venv-llama/bin/python` when it exists, else with the
-Python named by TOKSPEED_LLAMACPP_PYTHON, else with this one; tokspeed runs
-from the test's venv and need not be installed there. Measured with
-llama-cpp-python 0.3.36: ~3 s for the module.
+The server runs with the Python named by TOKSPEED_LLAMACPP_PYTHON, else with
+`.venv-llama/bin/python` when it exists, else with this one; tokspeed runs from
+the test's venv and need not be installed there. Measured with
+llama-cpp-python 0.3.36: 5-15 s for the module's four tests on 2 cores.
 
 The model is a tiny random-weight Llama written as GGUF in under a second by
 that Python (gguf_model.py: its logit bias keeps generation on printable

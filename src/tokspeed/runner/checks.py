@@ -7,7 +7,7 @@ says (the finding carries the evidence; see `COVERED_BY`).
 
 from __future__ import annotations
 
-from typing import Callable, Collection
+from typing import Callable
 
 from tokspeed.config import RunConfig
 from tokspeed.records import Anomaly, RequestRecord, TokenSource
@@ -131,8 +131,10 @@ COVERED_BY: dict[Check, str] = {
 }
 
 
-def measurement_warnings(
-    b: Benchmark, cfg: RunConfig, records: list[RequestRecord], covered: Collection[str] = ()
-) -> list[str]:
-    """Every check's warning, except those of checks whose diagnosis rule fired (`covered`)."""
-    return [w for check in CHECKS if COVERED_BY.get(check) not in covered and (w := check(b, cfg, records))]
+def measurement_warnings(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> list[tuple[str | None, str]]:
+    """Every check's warning, each with the diagnosis rule that covers its topic (None: no rule does).
+
+    The runner leaves out a warning when its rule fired for the same point: the finding says it
+    with its evidence.
+    """
+    return [(COVERED_BY.get(check), w) for check in CHECKS if (w := check(b, cfg, records))]

@@ -180,7 +180,8 @@ class _Run:
         )
         self.requests = 0  # records written so far (none is kept in memory)
         self.notes: list[str] = []
-        self.point_warnings: list[tuple[str, list[str]]] = []  # (benchmark name, its warnings)
+        # (benchmark name, its index, its warnings with the diagnosis rule covering each)
+        self.point_warnings: list[tuple[str, int, list[tuple[str | None, str]]]] = []
         self.point_findings: list[Finding] = []  # diagnosis of each finished point, from its records
         self.telemetry: Telemetry | None = None  # samplers beside the load (None with --no-telemetry)
         self.writer.write_run(self.result)
@@ -336,8 +337,7 @@ def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark
     bench.telemetry = _point_telemetry(run, point, state, bench)
     run.result.benchmarks.append(bench)
     _diagnose_point(run, state.index, bench, records)
-    covered = {f.rule for f in run.point_findings if f.benchmark == state.index}  # said once, with evidence
-    run.point_warnings.append((point.name, measurement_warnings(bench, point.cfg, records, covered)))
+    run.point_warnings.append((point.name, state.index, measurement_warnings(bench, point.cfg, records)))
     run.writer.write_run(run.result)
     return bench
 
@@ -402,13 +402,24 @@ def grouped_warnings(per_point: list[tuple[str, list[str]]]) -> list[str]:
 
 def _finish(run: _Run) -> None:
     result = run.result
-    result.warnings = [*result.warnings, *grouped_warnings(run.point_warnings), *run.notes]
     if result.status == "running":
         result.status = "failed"
     result.finished_at = now_iso()
     result.diagnosis = _diagnosis(run)
+    result.warnings = [*result.warnings, *grouped_warnings(_uncovered(run.point_warnings, result.diagnosis)), *run.notes]
     run.writer.write_run(result)
     run.writer.close()
+
+
+def _uncovered(
+    per_point: list[tuple[str, int, list[tuple[str | None, str]]]], findings: list[Finding]
+) -> list[tuple[str, list[str]]]:
+    """Each point's warnings, less those whose topic a finding for that point (or the run) already says."""
+    fired = {(f.rule, f.benchmark) for f in findings}
+    return [
+        (name, [w for rule, w in tagged if rule is None or ((rule, index) not in fired and (rule, None) not in fired)])
+        for name, index, tagged in per_point
+    ]
 
 
 def _diagnose_point(run: _Run, index: int, bench: Benchmark, records: list[RequestRecord]) -> None:
