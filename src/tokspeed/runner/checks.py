@@ -7,7 +7,7 @@ says (the finding carries the evidence; see `COVERED_BY`).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tokspeed.config import RunConfig
 from tokspeed.records import Anomaly, RequestRecord, TokenSource

@@ -18,9 +18,10 @@ import asyncio
 import dataclasses
 import heapq
 import time
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generator, Protocol
+from typing import Any, Protocol
 
 from tokspeed.backends.base import Backend, TargetInfo
 from tokspeed.config import SAMPLE_OUTPUTS, RunConfig
