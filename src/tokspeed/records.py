@@ -46,6 +46,7 @@ class Anomaly(str, Enum):
 
     MISSING_DONE = "missing_done"  # the stream closed cleanly after finish_reason, without data: [DONE]
     USAGE_BELOW_CHUNKS = "usage_below_chunks"  # usage.completion_tokens < token-bearing chunks: usage ignored
+    MISSING_FINISH_REASON = "missing_finish_reason"  # data: [DONE] after tokens but no finish_reason: cut short?
 
 
 class TokenSource(str, Enum):

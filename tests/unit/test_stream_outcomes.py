@@ -122,3 +122,9 @@ def test_any_sequence_of_events_ends_as_a_well_formed_record(reads: list[bytes])
     assert r.output_text is None or isinstance(r.output_text, str)
     assert r.chunk_tokens is None or all(isinstance(k, int) for k in r.chunk_tokens)
     orjson.dumps(r.to_json_dict(0))  # saveable
+
+
+def test_done_without_any_finish_reason_is_ok_but_flagged_as_possibly_cut_short() -> None:
+    r = outcome([chunk("a"), chunk("b"), DONE])
+    assert r.status is Status.OK and r.anomalies == [Anomaly.MISSING_FINISH_REASON.value]
+    assert outcome([chunk("a"), chunk("b", "length"), DONE]).anomalies is None

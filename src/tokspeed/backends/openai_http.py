@@ -477,6 +477,8 @@ def _end_of_stream(record: RequestRecord, state: _StreamState, decoder: SSEDecod
     if decoder.malformed is not None:
         _fail(record, Status.ERROR, ErrorKind.PROTOCOL, f"malformed SSE line: {decoder.malformed!r}")
     elif state.done:
+        if record.finish_reason is None and record.chunk_ns:  # e.g. llama-cpp-python interrupting a stream
+            _note(record, Anomaly.MISSING_FINISH_REASON)
         return
     elif not record.chunk_ns:
         _fail(record, Status.ERROR, ErrorKind.PROTOCOL, "stream ended without data: [DONE] and without tokens")

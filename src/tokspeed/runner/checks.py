@@ -91,6 +91,10 @@ def _retried(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str 
 
 _ANOMALY_TEXT = {
     Anomaly.MISSING_DONE.value: "streams ended without data: [DONE] (after their finish_reason; counted as ok)",
+    Anomaly.MISSING_FINISH_REASON.value: (
+        "streams ended with data: [DONE] but no finish_reason (counted as ok; the server may have cut them "
+        "short: compare output tokens with max_tokens)"
+    ),
     Anomaly.USAGE_BELOW_CHUNKS.value: (
         "responses reported usage.completion_tokens below their token-bearing chunk count: "
         "usage ignored for them, output tokens counted another way"
