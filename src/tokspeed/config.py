@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from tokspeed.errors import ConfigError
-from tokspeed.metrics.slo import SLO, parse_slo
+from tokspeed.metrics.slo import FROM_SCHEDULE, SLO, parse_slo
 
 DEFAULT_REQUESTS = 100
 DEFAULT_OUTPUT_TOKENS = "256"
@@ -204,6 +204,12 @@ class RunConfig(BaseModel):
             raise ValueError("ttft_timeout (--ttft-timeout) needs a streamed response: drop --no-stream or it")
         if self.ttft_timeout_s is not None and self.ttft_timeout_s >= self.timeout_s:
             raise ValueError("ttft_timeout (--ttft-timeout) must be shorter than timeout (--timeout)")
+        scheduled = [s for s in self.slo if s.strip().startswith(tuple(f"{m}_" for m in FROM_SCHEDULE))]
+        if scheduled and self.profile != "rate":
+            raise ValueError(
+                f"SLO {scheduled[0]!r} measures from the scheduled arrival, which only an open-loop run has: "
+                "use --rate (a closed loop schedules each request when the previous one ends)"
+            )
         return self
 
     # derived values -------------------------------------------------------

@@ -88,3 +88,16 @@ def test_closed_loop_has_no_schedule_metrics(start_sim: Callable[..., SimServer]
     assert s["schedule"] is None
     assert s["ttft_from_scheduled_ms"]["count"] == 0 and s["ttft_from_scheduled_ms"]["p99"] is None
     assert s["lateness_ms"]["count"] == 10
+
+
+def test_an_slo_from_the_schedule_fails_where_the_plain_one_passes(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    """The same client-side queue as above: TTFT p99 meets 100 ms, TTFT from the schedule does not (exit 3)."""
+    sim = start_sim("--ttft-ms", "20", "--itl-ms", "0")
+    p = run_cli("run", "--target", sim.url, "--out", str(tmp_path / "r"), "--rate", "100", "--arrival", "constant",
+                "--max-concurrency", "1", "--requests", "30", "--max-tokens", "2", "--warmup", "0", "--plain",
+                "--slo", "ttft_p99_ms<=100", "--slo", "ttft_from_scheduled_p99_ms<=100")
+    assert p.returncode == 3, p.stderr
+    verdicts = load_json(tmp_path / "r" / "run.json")["benchmarks"][0]["summary"]["slo"]
+    assert [v["met"] for v in verdicts] == [True, False] and verdicts[1]["observed"] > 100

@@ -158,3 +158,34 @@ def test_console_shows_schedule_rows_and_line_for_open_loop_only() -> None:
     both = _text(sweep_table(RunResult(status="complete", started_at="now", benchmarks=[open_loop, closed])))
     assert "offered/s" in both and "100.0" in both
     assert "offered/s" not in _text(sweep_table(RunResult(status="complete", started_at="now", benchmarks=[closed])))
+
+
+def test_slos_from_the_schedule_parse_judge_and_are_refused_for_closed_loops() -> None:
+    import pytest
+
+    from tokspeed.config import RunConfig
+    from tokspeed.errors import ConfigError
+    from tokspeed.metrics import summarize
+    from tokspeed.metrics.slo import parse_slo
+    from tokspeed.records import RequestRecord
+
+    slo = parse_slo("ttft_from_scheduled_p99_ms<=50")
+    assert (slo.metric, slo.stat, slo.unit) == ("ttft_from_scheduled", "p99", "ms")
+    assert parse_slo("e2e_from_scheduled_ms<=100").kind == "per_request"
+    assert parse_slo("ttft_p99_ms<=50").metric == "ttft"  # the shorter name still means what it did
+    ms = 1_000_000
+    # two requests sent 40 ms late (client-side waiting), TTFT 20 ms each: 60 ms from the schedule
+    records = [
+        RequestRecord(index=i, iteration=1, warmup=False, scheduled_ns=i * 100 * ms, sent_ns=i * 100 * ms + 40 * ms,
+                      first_token_ns=i * 100 * ms + 60 * ms, first_content_ns=i * 100 * ms + 60 * ms,
+                      end_ns=i * 100 * ms + 90 * ms, chunk_ns=[i * 100 * ms + 60 * ms, i * 100 * ms + 90 * ms],
+                      output_tokens=2)
+        for i in range(2)
+    ]
+    s = summarize(records, [parse_slo("ttft_p99_ms<=50"), parse_slo("ttft_from_scheduled_p99_ms<=50"),
+                            parse_slo("e2e_from_scheduled_ms<=100")], target_rate=10.0)
+    assert s.slo is not None and [v.met for v in s.slo] == [True, False, True]
+    assert s.goodput is not None and s.goodput.requests_per_s is not None
+    with pytest.raises((ValueError, ConfigError), match="only an open-loop run has"):
+        RunConfig(profile="concurrency", concurrency=4, slo=["ttft_from_scheduled_p99_ms<=500"])
+    assert RunConfig(profile="rate", rate=5.0, slo=["ttft_from_scheduled_p99_ms<=500"]).slos[0].stat == "p99"

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from tokspeed.errors import ConfigError
 
@@ -33,7 +34,11 @@ PER_REQUEST = {
     "itl": "ms",
     "e2e": "ms",
     "decode": "tokens_per_s",
+    # open loop (--rate) only: from the scheduled arrival, so client-side waiting counts
+    "ttft_from_scheduled": "ms",
+    "e2e_from_scheduled": "ms",
 }
+FROM_SCHEDULE = ("ttft_from_scheduled", "e2e_from_scheduled")
 RUN_LEVEL = ("error_rate", "requests_per_s", "output_tokens_per_s", "total_tokens_per_s")
 
 _OPS: dict[str, Callable[[float, float], bool]] = {

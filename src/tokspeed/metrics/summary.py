@@ -22,8 +22,8 @@ Per-request formulas live in `tokspeed.metrics.request`, pooled chunk timing in
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -135,6 +135,8 @@ class _PerRequest:
     e2e_ns: np.ndarray
     decode_tokens_per_s: np.ndarray
     max_itl_ns: np.ndarray
+    ttft_from_scheduled_ns: np.ndarray
+    e2e_from_scheduled_ns: np.ndarray
 
     @classmethod
     def of(cls, ok: Sequence[RequestRecord], timing: ChunkTiming) -> _PerRequest:
@@ -145,6 +147,8 @@ class _PerRequest:
             e2e_ns=_column(rq.e2e_ns, ok),
             decode_tokens_per_s=_column(rq.decode_tokens_per_s, ok),
             max_itl_ns=timing.max_itl_ns,
+            ttft_from_scheduled_ns=_column(rq.ttft_from_scheduled_ns, ok),
+            e2e_from_scheduled_ns=_column(rq.e2e_from_scheduled_ns, ok),
         )
 
     def slo_values(self) -> dict[str, np.ndarray]:
@@ -156,6 +160,8 @@ class _PerRequest:
             "itl": self.max_itl_ns / NS_PER_MS,
             "e2e": self.e2e_ns / NS_PER_MS,
             "decode": self.decode_tokens_per_s,
+            "ttft_from_scheduled": self.ttft_from_scheduled_ns / NS_PER_MS,
+            "e2e_from_scheduled": self.e2e_from_scheduled_ns / NS_PER_MS,
         }
 
 
