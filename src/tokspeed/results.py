@@ -280,6 +280,7 @@ def load_run(directory: Path) -> tuple[RunResult, list[RequestRecord]]:
         result = RunResult.model_validate(data)
         if result.status == "running" and records:
             result = _rebuilt_from_records(result, records)
+            result = _with_rebuilt_telemetry(result, directory)
         return result, records
     if not records:
         raise ResultsError(f"{directory} holds neither {RUN_FILE} nor any request in {REQUESTS_FILE}")
@@ -290,6 +291,19 @@ def load_run(directory: Path) -> tuple[RunResult, list[RequestRecord]]:
         warnings=[f"{RUN_FILE} was missing: summary rebuilt from {REQUESTS_FILE}; config and environment unknown"],
     )
     return result, records
+
+
+def _with_rebuilt_telemetry(result: RunResult, directory: Path) -> RunResult:
+    """A killed run's telemetry summary, from telemetry.jsonl, when the run never wrote one."""
+    from tokspeed.telemetry.rebuild import rebuild_telemetry
+    from tokspeed.telemetry.schema import TELEMETRY_FILE
+
+    path = directory / TELEMETRY_FILE
+    if result.telemetry is not None or not path.exists():
+        return result
+    output = sum(b.summary.tokens.output_total or 0 for b in result.benchmarks)
+    requests = sum(b.summary.requests.total for b in result.benchmarks)
+    return result.model_copy(update={"telemetry": rebuild_telemetry(path, output or None, requests or None)})
 
 
 def _rebuilt_from_records(result: RunResult, records: list[RequestRecord]) -> RunResult:

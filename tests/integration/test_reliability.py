@@ -12,8 +12,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import orjson
 from harness import SimServer, load_json, records, run_cli
@@ -144,6 +144,27 @@ def test_kill_9_leaves_valid_records_that_report_rebuilds(
     p = run_cli("report", str(out))
     shown = " ".join(p.stdout.split())
     assert p.returncode == 0 and "summary rebuilt from the" in shown and "Run status: interrupted" in shown
+
+
+def test_kill_9_leaves_telemetry_that_report_summarises(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    from tokspeed.results import load_run
+
+    sim = start_sim("--ttft-ms", "5", "--itl-ms", "2", "--max-concurrency", "2")
+    out = tmp_path / "r"
+    proc = start_run("--target", sim.url, "--out", str(out), "--concurrency", "6", "--requests", "100000",
+                     "--max-tokens", "10", "--warmup", "0", "--plain", "--telemetry-interval", "0.05")
+    wait_for_records(out, 60, proc)
+    time.sleep(0.3)  # a few more samples
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    result, _ = load_run(out)
+    t = result.telemetry
+    assert result.status == "interrupted" and t is not None and any("rebuilt from telemetry.jsonl" in n for n in t.notes)
+    assert t.client is not None and t.client.cpu_seconds is not None and t.client.cpu_seconds > 0
+    assert t.server is not None and t.server.engine == "tokspeed-sim" and t.server.scrapes > 0
+    assert t.server.running.max is not None and t.server.running.max <= 2 and (t.server.waiting.max or 0) > 0
+    shown = " ".join(run_cli("report", str(out)).stdout.split())
+    assert "Telemetry (whole run" in shown or "Telemetry (" in shown
 
 
 def test_retries_and_ttft_timeout_flags(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
