@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 from datetime import datetime
 from pathlib import Path
@@ -238,6 +239,8 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
     if choice.count != cfg.client_workers and not quiet:  # auto, or fewer than asked: say what and why
         per_point = " for the first load point; each point chooses its own" if plan is not None else ""
         console.out.print(f"Client processes: {choice.count} ({choice.reason}){per_point}", highlight=False)
+    gc.collect()
+    gc.freeze()  # start-up objects (modules, models, the workload) are never scanned again: shorter GC pauses
     with console.live(cfg) as observer:
         outcome = _run_async(execute_points(cfg, points, out_dir, observer, overwrite=overwrite))
     console.final(outcome)
