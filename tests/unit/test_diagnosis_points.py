@@ -166,3 +166,23 @@ def test_flat_ttft_or_equal_prompts_are_silent() -> None:
     assert ttft_prefill(point(flat), DEFAULT) == []
     same = [rec(i, input_tokens=500, ttft_ms=30 + i) for i in range(12)]
     assert ttft_prefill(point(same), DEFAULT) == []
+
+
+def test_reconnects_fire_when_kept_alive_connections_were_closed_and_not_for_a_few() -> None:
+    from tokspeed.diagnosis.connections import reconnects
+    from tokspeed.metrics import summarize
+
+    records = many(40)
+    for r in records[::4]:  # 10 of 40 paid a 1.5 ms connect
+        r.connect_duration_ns = 1_500_000
+    (f,) = reconnects(point(records), DEFAULT)
+    assert f.rule == "reconnects" and f.evidence["connects"] == 10 and f.evidence["connect_mean_ms"] == 1.5
+    assert "keep-alive" in f.advice
+    assert summarize(records).connect_ms.count == 10 and summarize(records).connect_ms.mean == 1.5
+    few = many(40)
+    few[0].connect_duration_ns = few[1].connect_duration_ns = 2_000_000  # 2 of 40: under both thresholds
+    assert reconnects(point(few), DEFAULT) == [] and reconnects(point(many(40)), DEFAULT) == []
+    warm = many(40, warmup=True)
+    for r in warm:
+        r.connect_duration_ns = 1_000_000  # warm-up connects are expected: not measured
+    assert reconnects(point(warm), DEFAULT) == []

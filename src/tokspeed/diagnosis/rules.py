@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from tokspeed.diagnosis.client import client_bound
+from tokspeed.diagnosis.connections import reconnects
 from tokspeed.diagnosis.context import PointData
 from tokspeed.diagnosis.errors import errors
 from tokspeed.diagnosis.gpu import gpu_underutilised
@@ -41,6 +42,7 @@ POINT_RULES: tuple[tuple[str, PointRule], ...] = (
     ("token_count", token_count),
     ("cold_start", cold_start),
     ("ttft_prefill", ttft_prefill),
+    ("reconnects", reconnects),
 )
 RESULT_RULES: tuple[tuple[str, ResultRule], ...] = (
     ("too_few_samples", too_few_samples),

@@ -41,6 +41,9 @@ class Thresholds:
     # errors
     error_critical_share: float = 0.05  # a cause failing at least this share of requests is critical
     max_error_groups: int = 5  # causes listed per load point (the rest are summed in one finding)
+    # reconnects
+    reconnect_share: float = 0.05  # measured requests that opened a new connection, above this share ...
+    reconnect_min: int = 3  # ... and at least this many
     # too_few_samples
     min_samples_p99: int = 100  # completed requests below this: p99 is essentially the max
 

@@ -16,9 +16,9 @@ Formulas, per request, with g_i = chunk_ns[i] − chunk_ns[i−1] for i ≥ 1:
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
-from typing import Iterator, Sequence
 
 import numpy as np
 

@@ -9,7 +9,7 @@ network). `r2` says how well a line explains the points.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 from pydantic import BaseModel

@@ -14,7 +14,8 @@ tokens were counted): `stable` ≤ 5%, `normal` ≤ 10% (the seed article's
 from __future__ import annotations
 
 import math
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 

@@ -22,6 +22,7 @@ DISTRIBUTIONS: dict[str, tuple[str, str]] = {
     "tpot_ms": ("tpot", "ms"),
     "e2e_ms": ("e2e", "ms"),
     "lateness_ms": ("lateness", "ms"),
+    "connect_ms": ("connect", "ms"),
     "ttft_from_scheduled_ms": ("ttft_from_scheduled", "ms"),
     "e2e_from_scheduled_ms": ("e2e_from_scheduled", "ms"),
     "decode_tokens_per_s": ("decode", "tokens_per_s"),
@@ -114,6 +115,7 @@ class Summary(_Frozen):
     tpot_ms: Distribution = Distribution()
     e2e_ms: Distribution = Distribution()
     lateness_ms: Distribution = Distribution()
+    connect_ms: Distribution = Distribution()  # TCP/TLS connects paid by measured requests (reused: none)
     ttft_from_scheduled_ms: Distribution = Distribution()  # open loop only: first token − scheduled
     e2e_from_scheduled_ms: Distribution = Distribution()  # open loop only: end − scheduled
     decode_tokens_per_s: Distribution = Distribution()

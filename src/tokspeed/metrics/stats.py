@@ -13,7 +13,7 @@ NaN entries mean "not applicable" and are dropped before anything is computed.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict

@@ -74,6 +74,7 @@ def summarize(
         tpot_ms=distribution(per_request.tpot_ns, 1 / NS_PER_MS),
         e2e_ms=distribution(per_request.e2e_ns, 1 / NS_PER_MS),
         lateness_ms=distribution(_column(rq.lateness_ns, measured), 1 / NS_PER_MS),
+        connect_ms=distribution(_column(lambda r: r.connect_duration_ns, measured), 1 / NS_PER_MS),
         ttft_from_scheduled_ms=distribution(_column(rq.ttft_from_scheduled_ns, on_schedule), 1 / NS_PER_MS),
         e2e_from_scheduled_ms=distribution(_column(rq.e2e_from_scheduled_ns, on_schedule), 1 / NS_PER_MS),
         decode_tokens_per_s=distribution(per_request.decode_tokens_per_s),

@@ -26,6 +26,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("decode_tokens_per_s", "Decode speed per user", "tok/s"),
     ("chunk_gap_ms", "Gap between chunks", "ms"),
     ("lateness_ms", "Send lateness", "ms"),
+    ("connect_ms", "Connect (new connections)", "ms"),
     ("ttft_from_scheduled_ms", "TTFT from schedule", "ms"),
     ("e2e_from_scheduled_ms", "E2E from schedule", "ms"),
     ("input_tokens", "Input tokens", "tok"),
