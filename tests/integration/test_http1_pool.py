@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from tests.integration.harness import SimServer, records, run_cli
+from tests.integration.harness import SimServer, load_json, records, run_cli
 from tokspeed.backends.http1 import Endpoint, Pool, request_bytes, request_head
 from tokspeed.records import Status
 
@@ -143,3 +143,19 @@ def test_a_run_warms_its_connections_so_no_measured_request_pays_a_connect(
     recs = records(tmp_path / "r")
     assert len(recs) == 20 and all(r["status"] == Status.OK.value for r in recs)
     assert all(r["connect_duration_ns"] is None for r in recs)
+
+
+def test_a_server_without_keep_alive_costs_a_connect_per_request_and_the_diagnosis_says_so(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    sim = start_sim("--ttft-ms", "2", "--itl-ms", "1", "--no-keep-alive")
+    p = run_cli("run", "--target", sim.url, "--out", str(tmp_path / "r"), "--concurrency", "4",
+                "--requests", "40", "--max-tokens", "4", "--warmup", "4", "--plain")
+    assert p.returncode == 0, p.stderr
+    recs = [r for r in records(tmp_path / "r") if not r["warmup"]]
+    assert len(recs) == 40 and all(r["status"] == "ok" for r in recs)
+    assert all(r["connect_duration_ns"] is not None and r["connect_duration_ns"] > 0 for r in recs)
+    result = load_json(tmp_path / "r" / "run.json")
+    assert result["benchmarks"][0]["summary"]["connect_ms"]["count"] == 40
+    (found,) = [f for f in result["diagnosis"] if f["rule"] == "reconnects"]
+    assert found["evidence"]["connects"] == 40 and "reconnects" in " ".join(p.stdout.split())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -47,7 +47,7 @@ def sim(
     itl_ms: Annotated[float, typer.Option("--itl-ms", help="Interval between tokens, ms.", min=0)] = 10.0,
     per_prompt_token_us: Annotated[float, typer.Option("--per-prompt-token-us", help="Extra prefill time per prompt token, µs.", min=0)] = 0.0,
     tokens_per_chunk: Annotated[int, typer.Option("--tokens-per-chunk", help="Tokens carried by each SSE chunk.", min=1)] = 1,
-    max_concurrency: Annotated[Optional[int], typer.Option("--max-concurrency", help="Requests served at once; more queue FIFO (the wait adds to TTFT). [default: unlimited]", min=1)] = None,
+    max_concurrency: Annotated[int | None, typer.Option("--max-concurrency", help="Requests served at once; more queue FIFO (the wait adds to TTFT). [default: unlimited]", min=1)] = None,
     output_tokens: Annotated[int, typer.Option("--output-tokens", help="Tokens generated when a request gives no max_tokens.", min=1)] = 128,
     kv_capacity_tokens: Annotated[int, typer.Option("--kv-capacity-tokens", help="Tokens the simulated KV cache holds: /metrics reports running requests' tokens over it.", min=1)] = 65536,
     reasoning_tokens: Annotated[int, typer.Option("--reasoning-tokens", help="Chat: stream the first N tokens as reasoning_content.", min=0)] = 0,
@@ -55,11 +55,12 @@ def sim(
     reject_stream_options: Annotated[bool, typer.Option("--reject-stream-options", help="Answer 400 to requests with stream_options.")] = False,
     sse_comments: Annotated[bool, typer.Option("--sse-comments", help="Send ': keep-alive' SSE comments between events.")] = False,
     crlf: Annotated[bool, typer.Option("--crlf", help="End SSE lines with CRLF.")] = False,
+    no_keep_alive: Annotated[bool, typer.Option("--no-keep-alive", help="Close each connection after its response (Connection: close), as a server with keep-alive off does.")] = False,
     model: Annotated[str, typer.Option("--model", help="Model name served.")] = "tokspeed-sim",
-    log: Annotated[Optional[Path], typer.Option("--log", help="Append each request's true timings (JSON lines) here.")] = None,
-    api_key: Annotated[Optional[str], typer.Option("--api-key", help="Require 'Authorization: Bearer KEY' on /v1 (401 without it, 403 if wrong).")] = None,
+    log: Annotated[Path | None, typer.Option("--log", help="Append each request's true timings (JSON lines) here.")] = None,
+    api_key: Annotated[str | None, typer.Option("--api-key", help="Require 'Authorization: Bearer KEY' on /v1 (401 without it, 403 if wrong).")] = None,
     leaky_errors: Annotated[bool, typer.Option("--leaky-errors", help="Error messages echo the request's Authorization header (to test that clients redact it).")] = False,
-    fault: Annotated[Optional[list[str]], typer.Option("--fault", help="NAME=P: give each request probability P of fault NAME (repeatable; see above).", rich_help_panel="Faults")] = None,
+    fault: Annotated[list[str] | None, typer.Option("--fault", help="NAME=P: give each request probability P of fault NAME (repeatable; see above).", rich_help_panel="Faults")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the fault draws.", rich_help_panel="Faults")] = 0,
     clean_requests: Annotated[int, typer.Option("--clean-requests", help="Serve the first N generation requests without faults (e.g. a client's probe).", min=0, rich_help_panel="Faults")] = 0,
     fault_after_chunks: Annotated[int, typer.Option("--fault-after-chunks", help="Mid-stream faults strike after this many token chunks.", min=0, rich_help_panel="Faults")] = 2,
@@ -91,6 +92,7 @@ def sim(
         reject_stream_options=reject_stream_options,
         sse_comments=sse_comments,
         crlf=crlf,
+        keep_alive=not no_keep_alive,
         model=model,
         log_path=log,
         api_key=api_key,

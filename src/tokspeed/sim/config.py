@@ -39,6 +39,7 @@ class SimConfig(BaseModel):
     )
     sse_comments: bool = Field(default=False, description="send ': keep-alive' SSE comments between events")
     crlf: bool = Field(default=False, description="end SSE lines with \\r\\n instead of \\n")
+    keep_alive: bool = Field(default=True, description="keep connections open between requests (False: Connection: close)")
     model: str = Field(default="tokspeed-sim", min_length=1, description="model name served")
     log_path: Path | None = Field(default=None, description="append one JSON line per finished request here")
     api_key: str | None = Field(
@@ -80,6 +81,7 @@ def describe(cfg: SimConfig) -> str:
             ("rejects stream_options", cfg.reject_stream_options),
             ("sse comments", cfg.sse_comments),
             ("crlf", cfg.crlf),
+            ("no keep-alive", not cfg.keep_alive),
         )
         if on
     ]

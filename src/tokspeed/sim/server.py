@@ -40,9 +40,17 @@ def make_app(cfg: SimConfig) -> web.Application:
             web.post("/v1/chat/completions", service.chat),
         ]
     )
+    if not cfg.keep_alive:
+        app.on_response_prepare.append(_close_after)
     app.on_shutdown.append(service.on_shutdown)
     app.cleanup_ctx.append(service.log_context)
     return app
+
+
+async def _close_after(request: web.Request, response: web.StreamResponse) -> None:
+    """--no-keep-alive: every response says Connection: close, and the server closes after it."""
+    response.headers["Connection"] = "close"  # force_close() alone closes without saying so
+    response.force_close()
 
 
 def run_server(cfg: SimConfig, host: str = "127.0.0.1", port: int = 8001) -> None:
