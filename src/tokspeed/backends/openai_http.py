@@ -86,6 +86,7 @@ class OpenAIHTTPBackend:
         ttft_timeout_s: float | None = None,
         retries: int = 0,
         pool_size: int = 64,
+        prewarm: int | None = None,
         counter: TokenCounter | None = None,
         keep_text_for: int = 3,
     ) -> None:
@@ -104,6 +105,7 @@ class OpenAIHTTPBackend:
         self._retries = retries
         self._redact = Redactor.for_target(base_url, api_key, self._headers)
         self._pool_size = pool_size
+        self._prewarm = prewarm  # connections opened at start (None: pool_size)
         self._counter = counter
         self._keep_text_for = keep_text_for
         self._session: aiohttp.ClientSession | None = None  # discovery and the probe
@@ -131,9 +133,10 @@ class OpenAIHTTPBackend:
         if not await self._probe():
             self.include_usage = False
             notes.append("server rejected stream_options.include_usage; output tokens counted another way")
-        opened = await self._pool.prewarm(min(self._pool_size, PREWARM_MAX))
-        if opened < min(self._pool_size, PREWARM_MAX):
-            notes.append(f"opened {opened} of {min(self._pool_size, PREWARM_MAX)} connections ahead of the load")
+        wanted = min(self._pool_size if self._prewarm is None else self._prewarm, self._pool_size, PREWARM_MAX)
+        opened = await self._pool.prewarm(wanted)
+        if opened < wanted:
+            notes.append(f"opened {opened} of {wanted} connections ahead of the load")
         return TargetInfo(
             kind="openai-http",
             url=redact_url(self.base_url),

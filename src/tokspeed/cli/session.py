@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from tokspeed.backends.base import Backend
 from tokspeed.backends.engine_options import EngineOptions
 from tokspeed.backends.openai_http import OpenAIHTTPBackend
@@ -33,7 +35,7 @@ def build_backend(cfg: RunConfig, workload: Workload, engine: EngineOptions | No
         return _engine_backend(cfg, kind, engine or EngineOptions())
     if is_embedded_target(cfg.target):
         return _embedded_backend(cfg)
-    backend = http_backend(cfg, cfg.streams)
+    backend = http_backend(cfg, cfg.streams, prewarm=0 if workers.pooled else None)  # pooled: it only probes
     return _pooled(cfg, backend, workers) if workers.pooled else backend
 
 
@@ -45,9 +47,17 @@ def _pooled(cfg: RunConfig, backend: Backend, workers: WorkerChoice) -> Backend:
                              pool_size=-(-cfg.streams // workers.count), command=WORKER_COMMAND, reason=workers.reason)
 
 
-def http_backend(cfg: RunConfig, pool_size: int) -> Backend:
-    """The OpenAI-compatible HTTP backend for `cfg` (also what each `--workers` process runs)."""
+def http_backend(cfg: RunConfig, pool_size: int, prewarm: int | None = None) -> Backend:
+    """The OpenAI-compatible HTTP backend for `cfg` (also what each `--workers` process runs).
+
+    Connections opened before the load (`prewarm`, default): every slot of a closed loop or of
+    `--max-concurrency`; for an uncapped `--rate`, one second's worth of arrivals (the pool grows on
+    demand, each connect recorded apart).
+    """
     assert cfg.target is not None
+    if prewarm is None:
+        open_ended = cfg.profile == "rate" and not cfg.max_concurrency  # its pool size is only a guess
+        prewarm = min(pool_size, max(1, math.ceil(cfg.rate or 1))) if open_ended else pool_size
     return OpenAIHTTPBackend(
         cfg.target,
         api=cfg.api.value,
@@ -62,6 +72,7 @@ def http_backend(cfg: RunConfig, pool_size: int) -> Backend:
         ttft_timeout_s=cfg.ttft_timeout_s,
         retries=cfg.retries,
         pool_size=pool_size,
+        prewarm=prewarm,
         counter=load_counter(cfg.tokenizer) if cfg.tokenizer else None,
         keep_text_for=SAMPLE_OUTPUTS,
     )
