@@ -14,6 +14,8 @@ from typing import Annotated, Optional
 import orjson
 import typer
 
+from tokspeed.metrics.compat import CompatTool
+
 HELP = """Re-render the summary of a saved run.
 
 Reads DIR/run.json; if it is missing (a crashed run), rebuilds the summary
@@ -26,6 +28,8 @@ Examples:
   tokspeed report runs/a --markdown -
 
   tokspeed report runs/a --csv runs/a/requests.csv --fail-if 'ttft_p99_ms>500'
+
+  tokspeed report runs/a --as vllm
 """
 
 
@@ -37,6 +41,7 @@ def report(
     csv: Annotated[Optional[str], typer.Option("--csv", metavar="FILE|-", help="Write one CSV row per request, in ms and tokens (- for stdout).")] = None,
     csv_summary: Annotated[Optional[str], typer.Option("--csv-summary", metavar="FILE|-", help="Write one CSV row per benchmark, the run.json metric names as columns (- for stdout).")] = None,
     fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", metavar="EXPR", help="Exit 3 when the run breaches a limit, e.g. 'ttft_p99_ms>500' or 'error_rate>0.01' (repeatable; absolute).")] = None,
+    as_tool: Annotated[Optional[CompatTool], typer.Option("--as", help="Show the metrics under a peer tool's names and formulas (vllm, aiperf, guidellm), beside tokspeed's; with --json, as JSON (tokspeed.compat/1).")] = None,
 ) -> int:
     from rich.console import Console
 
@@ -48,7 +53,17 @@ def report(
         {"--html": html, "--markdown": markdown, "--csv": csv, "--csv-summary": csv_summary}, fail_if or (), stdout_taken=json_out
     )
     result, records = load_run(directory)
-    if json_out:
+    if as_tool is not None:
+        from tokspeed.metrics.compat import to_json, views
+        from tokspeed.reports.compat_text import render_views
+
+        tool = as_tool.value
+        compat = views(tool, result, records)
+        if json_out:
+            print(orjson.dumps(to_json(tool, compat), option=orjson.OPT_INDENT_2).decode())
+        elif not plan.exporting:
+            Console(highlight=False, width=None if sys.stdout.isatty() else 200).print(render_views(tool, compat))
+    elif json_out:
         data = [{"name": b.name, "profile": b.profile, "summary": b.summary.model_dump(mode="json")} for b in result.benchmarks]
         print(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
     elif not plan.exporting:
