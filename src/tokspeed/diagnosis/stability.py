@@ -11,7 +11,11 @@
     warm-up did its job, and cold start may deserve a measurement of its own.
   Each also needs a difference of ≥ `cold_min_ms`.
 * too_few_samples (result rule): fewer than `min_samples_p99` completed requests
-  (p99 is then essentially the maximum); critical when none completed.
+  (p99 is then essentially the maximum); critical when none completed. The evidence
+  carries the 95% CIs of TTFT/E2E p90 and p99 (None: too few samples to bound them),
+  the requests a p99 CI needs at all (368), and `suggested_requests`: enough for the
+  p99 CI half-width to be within `ci_precision` (10%) of p99, estimated from the
+  observed interval (`tokspeed.metrics.stats.required_samples`); without one, 368.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from tokspeed.diagnosis.thresholds import Thresholds
 from tokspeed.metrics.iterations import AcrossIterations
 from tokspeed.metrics.request import e2e_ns, ttft_ns
 from tokspeed.metrics.schema import Summary
+from tokspeed.metrics.stats import min_samples_for_ci, required_samples
 from tokspeed.records import RequestRecord
 from tokspeed.results import Benchmark, RunResult
 
 NS_PER_MS = 1_000_000
+CI_PRECISION = 0.10  # suggested_requests: the p99 CI half-width within 10% of p99
 _SPREAD_METRICS = ("ttft_mean_ms", "tpot_mean_ms", "e2e_mean_ms")
 _LABELS = {
     "output_tokens_per_s": "output tok/s",
@@ -187,14 +193,32 @@ def _too_few(index: int, bench: Benchmark, t: Thresholds) -> Finding | None:
             advice="see the errors findings and the error field in requests.jsonl; check the target with one request first",
             benchmark=index,
         )
+    s = bench.summary
+    needs_ci = min_samples_for_ci(99.0)
+    evidence: dict[str, float | int | str | None] = {"completed": n, "ttft_p99_ms": s.ttft_ms.p99, "ttft_max_ms": s.ttft_ms.max,
+                                   "e2e_p99_ms": s.e2e_ms.p99, "e2e_max_ms": s.e2e_ms.max, "threshold": t.min_samples_p99}
+    suggested, estimated = needs_ci, False
+    for field, metric in (("ttft_ms", "ttft"), ("e2e_ms", "e2e")):
+        cis = s.percentile_ci.get(field, {})
+        for stat in ("p90", "p99"):
+            ci = cis.get(stat)
+            evidence[f"{metric}_{stat}_ci95_low_ms"] = None if ci is None else ci.low
+            evidence[f"{metric}_{stat}_ci95_high_ms"] = None if ci is None else ci.high
+        dist = getattr(s, field)
+        need = required_samples(cis.get("p99"), dist.p99, dist.count, 99.0, CI_PRECISION) if dist.count else None
+        suggested = max(suggested, need or 0)
+        estimated = estimated or cis.get("p99") is not None
+    evidence |= {"p99_ci_min_requests": needs_ci, "suggested_requests": suggested}
     return Finding(
         rule="too_few_samples",
         severity="warning",
         title=f"only {n} completed requests: p99 is essentially the slowest request (needs ≥ {t.min_samples_p99})",
-        evidence={"completed": n, "ttft_p99_ms": bench.summary.ttft_ms.p99, "ttft_max_ms": bench.summary.ttft_ms.max,
-                  "e2e_p99_ms": bench.summary.e2e_ms.p99, "e2e_max_ms": bench.summary.e2e_ms.max,
-                  "threshold": t.min_samples_p99},
+        evidence=evidence,
         advice=f"use --requests {t.min_samples_p99} or more for p99 (1000 or more for p99.9), "
-        "or --duration long enough to collect them",
+        "or --duration long enough to collect them; a 95% confidence interval of p99 needs "
+        f"≥ {needs_ci} completed requests (p99.9: ≥ {min_samples_for_ci(99.9)})"
+        + (f"; about {suggested} for one within ±{CI_PRECISION:.0%} of p99 at the observed spread" if estimated
+           else f", so --requests {suggested} at the least, more for a tight one"),
         benchmark=index,
     )
+

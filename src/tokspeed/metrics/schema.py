@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from tokspeed.metrics.stats import STAT_NAMES, Distribution
+from tokspeed.metrics.stats import STAT_NAMES, Distribution, QuantileCI
 
 # Summary field -> (metric name, unit suffix) for flat names; "" = a plain count
 DISTRIBUTIONS: dict[str, tuple[str, str]] = {
@@ -126,6 +126,9 @@ class Summary(_Frozen):
     tokens: TokenTotals = TokenTotals()
     goodput: Goodput | None = None
     slo: list[SLOResult] = []
+    # 95% CI of p50/p90/p99/p999 for ttft_ms, itl_ms, tpot_ms, e2e_ms (None: too few samples);
+    # {} in results written before it existed
+    percentile_ci: dict[str, dict[str, QuantileCI | None]] = {}
 
     def flat(self) -> dict[str, float | None]:
         """Every number under its flat name.

@@ -11,6 +11,8 @@ Warm-up records (`warmup=True`) are always left out. Formulas:
   (rates are None when the window is unknown or zero; unknown counts add 0)
 * TTFT, TTFA, ITL (per token, pooled), chunk gaps, TPOT, E2E, decode speed and
   token counts are over completed requests; lateness over every sent request.
+* percentile_ci: the 95% order-statistic CI of p50, p90, p99, p99.9 of TTFT, ITL,
+  TPOT and E2E (`tokspeed.metrics.stats.distribution_with_ci`; None where n is too small)
 * open-loop points only (`target_rate` given): TTFT and E2E from the scheduled
   time (coordinated-omission corrected) over completed requests, and the
   schedule's realised rates (`tokspeed.metrics.schedule`); otherwise empty / None.
@@ -33,7 +35,7 @@ from tokspeed.metrics.goodput import goodput, judge
 from tokspeed.metrics.schedule import schedule_summary
 from tokspeed.metrics.schema import RequestCounts, Summary, Throughput, TokenTotals
 from tokspeed.metrics.slo import SLO
-from tokspeed.metrics.stats import distribution
+from tokspeed.metrics.stats import distribution, distribution_with_ci
 from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
 
 NS_PER_MS = 1_000_000
@@ -57,6 +59,12 @@ def summarize(
     per_request = _PerRequest.of(ok, timing)
     tokens = _token_totals(ok)
     on_schedule = ok if target_rate is not None else []  # open loop: latency from the scheduled time
+    with_ci = {
+        "ttft_ms": distribution_with_ci(per_request.ttft_ns, 1 / NS_PER_MS),
+        "itl_ms": distribution_with_ci(timing.itl_ns, 1 / NS_PER_MS),
+        "tpot_ms": distribution_with_ci(per_request.tpot_ns, 1 / NS_PER_MS),
+        "e2e_ms": distribution_with_ci(per_request.e2e_ns, 1 / NS_PER_MS),
+    }
     base = Summary(
         requests=RequestCounts(
             completed=len(ok),
@@ -67,12 +75,12 @@ def summarize(
         error_rate=len(failed) / (len(ok) + len(failed)) if ok or failed else None,
         errors=error_counts(failed),
         window_s=window,
-        ttft_ms=distribution(per_request.ttft_ns, 1 / NS_PER_MS),
+        ttft_ms=with_ci["ttft_ms"][0],
         ttfa_ms=distribution(per_request.ttfa_ns, 1 / NS_PER_MS),
-        itl_ms=distribution(timing.itl_ns, 1 / NS_PER_MS),
+        itl_ms=with_ci["itl_ms"][0],
         chunk_gap_ms=distribution(timing.gaps_ns, 1 / NS_PER_MS),
-        tpot_ms=distribution(per_request.tpot_ns, 1 / NS_PER_MS),
-        e2e_ms=distribution(per_request.e2e_ns, 1 / NS_PER_MS),
+        tpot_ms=with_ci["tpot_ms"][0],
+        e2e_ms=with_ci["e2e_ms"][0],
         lateness_ms=distribution(_column(rq.lateness_ns, measured), 1 / NS_PER_MS),
         connect_ms=distribution(_column(lambda r: r.connect_duration_ns, measured), 1 / NS_PER_MS),
         ttft_from_scheduled_ms=distribution(_column(rq.ttft_from_scheduled_ns, on_schedule), 1 / NS_PER_MS),
@@ -84,6 +92,7 @@ def summarize(
         schedule=schedule_summary(measured, target_rate) if target_rate is not None else None,
         tokens=tokens,
         goodput=goodput(per_request.slo_values(), slos, len(ok), window),
+        percentile_ci={field: ci for field, (dist, ci) in with_ci.items() if dist.count},
     )
     if not slos:
         return base

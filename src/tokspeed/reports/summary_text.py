@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tokspeed.metrics.schema import Schedule
-from tokspeed.metrics.stats import Distribution
+from tokspeed.metrics.stats import Distribution, min_samples_for_ci, required_samples
 from tokspeed.results import Benchmark, RunResult
 
 ROWS: tuple[tuple[str, str, str], ...] = (
@@ -131,6 +131,34 @@ def metric_table(bench: Benchmark) -> Table:
     return table
 
 
+CI_ROWS: tuple[tuple[str, str], ...] = (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E"))
+CI_PRECISION = 0.10  # the hint: requests for a p99 CI within ±10% of p99
+
+
+def ci_lines(bench: Benchmark) -> list[str]:
+    """One line per latency metric: p99, its 95% CI and n, and how many samples a ±10% CI needs.
+
+    E.g. `p99 TTFT 52.50 ms (95% CI 51.90–53.10, n=400)`; ITL counts tokens, the
+    others requests. Empty for results saved before the intervals existed.
+    """
+    s = bench.summary
+    lines = []
+    for field, label in CI_ROWS:
+        dist: Distribution = getattr(s, field)
+        if field not in s.percentile_ci or not dist.count:
+            continue
+        ci = s.percentile_ci[field].get("p99")
+        if ci is None:
+            lines.append(f"p99 {label} {fmt(dist.p99)} ms (no 95% CI: needs n ≥ {min_samples_for_ci(99.0)}, n={dist.count})")
+            continue
+        line = f"p99 {label} {fmt(dist.p99)} ms (95% CI {fmt(ci.low)}–{fmt(ci.high)}, n={dist.count})"
+        need = required_samples(ci, dist.p99, dist.count, 99.0, CI_PRECISION)
+        if need is not None and need > dist.count:
+            line += f" · ±{CI_PRECISION:.0%} needs n ≈ {need:,}"
+        lines.append(line)
+    return lines
+
+
 def _same(a: Distribution, b: Distribution) -> bool:
     return a.count == b.count and a.mean == b.mean
 
@@ -205,6 +233,7 @@ def render_result(result: RunResult, directory: Path | None = None) -> Renderabl
         parts.append(Text(""))
         parts += [Text(line) for line in iteration_lines(bench)]
         parts.append(metric_table(bench))
+        parts += [Text(line) for line in ci_lines(bench)]
         parts += [Text(line) for line in totals_lines(bench)]
         shown = telemetry_lines(bench.telemetry) if bench.telemetry else telemetry_lines(result.telemetry, "whole run")
         parts += [Text(line) for line in shown]
