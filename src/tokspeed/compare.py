@@ -130,6 +130,8 @@ def differences(base: RunData, other: RunData) -> list[str]:
             va, vb = a.config.get(key), b.config.get(key)
             if va != vb:
                 out.append(f"{key}: {_show(va)} in {base.label}, {_show(vb)} in {other.label}")
+    if a.metric_spec != b.metric_spec:
+        out.append(f"metric definitions: {a.metric_spec} in {base.label}, {b.metric_spec} in {other.label}")
     if len(a.benchmarks) != len(b.benchmarks):
         out.append(
             f"{base.label} has {len(a.benchmarks)} benchmarks, {other.label} has {len(b.benchmarks)}: "

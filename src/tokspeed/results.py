@@ -38,6 +38,9 @@ from tokspeed.records import RequestRecord
 from tokspeed.telemetry.schema import TelemetrySummary
 
 SCHEMA = "tokspeed.run/1"
+# The metric definitions (README: "What the numbers mean"). Bumped whenever a formula changes, so
+# two runs are comparable figure by figure only when their specs match.
+METRIC_SPEC = "tokspeed.metrics/1"
 RUN_FILE = "run.json"
 REQUESTS_FILE = "requests.jsonl"
 RunStatus = Literal["running", "complete", "interrupted", "failed"]
@@ -106,6 +109,7 @@ class RunResult(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
     schema_: str = Field(SCHEMA, alias="schema")
+    metric_spec: str = Field(METRIC_SPEC, description="version of the metric definitions the figures follow")
     tool: dict[str, str] = Field(default_factory=lambda: {"name": "tokspeed", "version": __version__})
     status: RunStatus = "running"
     started_at: str

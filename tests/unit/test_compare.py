@@ -113,6 +113,13 @@ def test_results_are_deterministic_and_independent_of_other_runs() -> None:
     assert metric(one, "ttft_p50_ms").ratio_ci95 != metric(other_seed, "ttft_p50_ms").ratio_ci95
 
 
+def test_runs_under_different_metric_definitions_are_flagged() -> None:
+    base, other = run("main", SLOW), run("pr", SLOW)
+    assert base.result.metric_spec == "tokspeed.metrics/1"
+    other.result.metric_spec = "tokspeed.metrics/2"
+    assert differences(base, other) == ["metric definitions: tokspeed.metrics/1 in main, tokspeed.metrics/2 in pr"]
+
+
 def test_different_workloads_are_flagged() -> None:
     base = run("main", SLOW)
     other = run("pr", SLOW, config={"dataset": "synthetic", "output_tokens": "256", "concurrency": 8})
