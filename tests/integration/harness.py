@@ -14,9 +14,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import orjson
@@ -67,6 +68,24 @@ def run_cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None)
         timeout=timeout,
         env=full_env,
     )
+
+
+def start_run(*args: str) -> subprocess.Popen[str]:
+    """`tokspeed run ARGS` in the background (no OPENAI_API_KEY from the caller's environment)."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    return subprocess.Popen([sys.executable, "-m", "tokspeed", "run", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def wait_for_records(out: Path, n: int, proc: subprocess.Popen[str], timeout_s: float = 30) -> None:
+    """Until `out/requests.jsonl` holds `n` lines; AssertionError if the run ends or time runs out first."""
+    deadline = time.monotonic() + timeout_s
+    path = out / "requests.jsonl"
+    while time.monotonic() < deadline and proc.poll() is None:
+        if path.exists() and len(path.read_bytes().splitlines()) >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {n} records in {out} (exit {proc.poll()})")
 
 
 def load_json(path: Path) -> Any:

@@ -6,17 +6,14 @@ failed; the run must finish (or stop with a reason) and never lose what it alrea
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import orjson
-from harness import SimServer, load_json, records, run_cli
+from harness import SimServer, load_json, records, run_cli, start_run, wait_for_records
 
 SECRET = "sk-test-SENTINEL-DO-NOT-LEAK-77"
 
@@ -27,21 +24,6 @@ ERROR_KEY = {
 }
 ANOMALY = {"no_done": "missing_done", "bad_usage": "usage_below_chunks"}
 ALL_FAULTS = [*ERROR_KEY, *ANOMALY, "stall", "slow_headers"]
-
-
-def wait_for_records(out: Path, n: int, proc: subprocess.Popen[str], timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and proc.poll() is None:
-        if (out / "requests.jsonl").exists() and len((out / "requests.jsonl").read_bytes().splitlines()) >= n:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"fewer than {n} records in {out} (exit {proc.poll()})")
-
-
-def start_run(*args: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    return subprocess.Popen([sys.executable, "-m", "tokspeed", "run", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
 
 
 def test_every_fault_is_recorded_once_and_classified_as_the_log_says(

@@ -4,38 +4,35 @@ and a clean end however the run ends (Ctrl-C, a worker killed mid-run), with no 
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import psutil
 import pytest
-from harness import SimServer, load_json, pairs, records, run_cli
-from test_accuracy import ITL_MS, TOKENS, TTFT_MS, assert_causal, true_itl_ms, true_ttft_ms
+from harness import (
+    SimServer,
+    load_json,
+    pairs,
+    records,
+    run_cli,
+    start_run,
+    wait_for_records,
+)
+from test_accuracy import (
+    ITL_MS,
+    TOKENS,
+    TTFT_MS,
+    assert_causal,
+    true_itl_ms,
+    true_ttft_ms,
+)
 
 SECRET = "sk-workers-SENTINEL-77"
-
-
-def start_run(*args: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    return subprocess.Popen([sys.executable, "-m", "tokspeed", "run", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-
-
-def wait_for(out: Path, n: int, proc: subprocess.Popen[str], timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    path = out / "requests.jsonl"
-    while time.monotonic() < deadline and proc.poll() is None:
-        if path.exists() and len(path.read_bytes().splitlines()) >= n:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"fewer than {n} records in {out} (exit {proc.poll()})")
 
 
 def workers_of(proc: subprocess.Popen[str], n: int, timeout_s: float = 30) -> list[psutil.Process]:
@@ -112,7 +109,7 @@ def test_ctrl_c_keeps_every_finished_record_and_leaves_no_worker(
     workers = workers_of(proc, 2)
     for w in workers:  # the key reached them over the pipe: not in argv, not in the environment
         assert SECRET not in " ".join(w.cmdline()) and SECRET not in str(w.environ())
-    wait_for(out, 30, proc)
+    wait_for_records(out, 30, proc, timeout_s=60)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
@@ -138,7 +135,7 @@ def test_a_killed_worker_stops_the_run_with_a_clear_message_and_loses_nothing(
     proc = start_run("--target", sim.url, "--out", str(out), "--workers", "2", "--concurrency", "8",
                      "--requests", "100000", "--max-tokens", "20", "--plain")
     workers = workers_of(proc, 2)
-    wait_for(out, 30, proc)
+    wait_for_records(out, 30, proc, timeout_s=60)
     before = len(records(out))
     workers[0].kill()
     stdout, stderr = proc.communicate(timeout=30)

@@ -8,7 +8,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokspeed.backends.openai_http import OpenAIHTTPBackend, _Response, _StreamState
+from tokspeed.backends.openai_http import OpenAIHTTPBackend, _clean_ids, _Response, _StreamState
 from tokspeed.records import Anomaly, ErrorKind, RequestRecord, Status, TokenSource
 
 
@@ -34,6 +34,7 @@ def outcome(reads: list[bytes]) -> RequestRecord:
     if response.end_ns is None:  # the body ended without the stream saying so
         response.end_ns = now
     response.conclude()
+    _clean_ids(record)  # as _attempt does for every outcome, before _finish
     OpenAIHTTPBackend("http://127.0.0.1:9/v1")._finish(record, state)
     return record
 

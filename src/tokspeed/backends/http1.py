@@ -100,7 +100,6 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.keep_alive = True
-        self.got_bytes = False  # any byte of the current response arrived
         self._parser = httptools.HttpResponseParser(self)
         self._sink: ResponseSink | None = None
         self._done: asyncio.Future[int] | None = None
@@ -128,7 +127,7 @@ class Connection(asyncio.Protocol):
         done = self._done
         if done is not None and not done.done():
             what = f"{type(exc).__name__}: {exc}" if exc else "server closed the connection"
-            where = "before the response" if not self.got_bytes else "before the response ended"
+            where = "before the response ended" if self._in_body else "before the response"
             done.set_exception(ConnectionLost(f"{what} {where}"))
 
     def eof_received(self) -> bool | None:
@@ -139,7 +138,7 @@ class Connection(asyncio.Protocol):
         """Write `data`; the future resolves with the time of the last read when the body ends."""
         assert self.transport is not None and not self._busy
         self._done = asyncio.get_running_loop().create_future()
-        self._sink, self._busy, self.got_bytes = sink, True, False
+        self._sink, self._busy = sink, True
         self._in_body = self._to_close = self._complete = False
         self.transport.write(data)
         return self._done
@@ -172,7 +171,6 @@ class Connection(asyncio.Protocol):
             if data.strip():
                 self.keep_alive = False  # bytes nobody asked for: do not trust this connection
             return
-        self.got_bytes = True
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:

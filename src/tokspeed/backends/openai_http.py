@@ -310,8 +310,7 @@ class OpenAIHTTPBackend:
         self._finish(record, state)
 
     def _finish(self, record: RequestRecord, state: _StreamState) -> None:
-        """Per request, once it ended well: token counts and their sources, sample text."""
-        _clean_ids(record)
+        """Per request, once it ended well (ids already cleaned): token counts and their sources, sample text."""
         if record.status is not Status.OK:
             return
         _sanitise(state)
