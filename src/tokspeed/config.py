@@ -23,6 +23,8 @@ from pydantic import (
 )
 
 from tokspeed.errors import ConfigError
+from tokspeed.load.classes import ClassConfig
+from tokspeed.load.stages import StageConfig, stages_value
 from tokspeed.metrics.slo import FROM_SCHEDULE, SLO, parse_slo
 
 DEFAULT_REQUESTS = 100
@@ -41,6 +43,14 @@ SECRET_HEADERS = ("authorization", "api-key", "x-api-key", "proxy-authorization"
 class Api(str, Enum):
     COMPLETIONS = "completions"
     CHAT = "chat"
+    EMBEDDINGS = "embeddings"  # /v1/embeddings: latency and input tokens/s, no tokens streamed
+    # servers' native streaming APIs (tokspeed.backends.native); --target is then the server's root URL
+    TGI = "tgi"  # POST /generate_stream
+    TRITON = "triton"  # POST /v2/models/{model}/generate_stream
+    OLLAMA = "ollama"  # POST /api/generate
+    OLLAMA_CHAT = "ollama-chat"  # POST /api/chat
+    LLAMACPP = "llamacpp"  # POST /completion
+    SGLANG = "sglang"  # POST /generate
 
 
 class Arrival(str, Enum):
@@ -109,6 +119,8 @@ class RunConfig(BaseModel):
     output_tokens: str = Field(DEFAULT_OUTPUT_TOKENS, description="max_tokens per request: N or a distribution")
     tokenizer: str | None = Field(None, description="local tokenizer.json or model dir for exact counts")
     seed: int = Field(0, description="seeds prompt sampling and arrival times")
+    images: int = Field(0, ge=0, le=64, description="synthetic images attached to each chat request (image_url parts)")
+    image_size: str = Field("512x512", description="pixel size of each synthetic image, WIDTHxHEIGHT")
 
     # load
     profile: Literal["synchronous", "concurrency", "rate"] = "synchronous"
@@ -155,6 +167,52 @@ class RunConfig(BaseModel):
     server_metrics: str | None = Field(
         None, description="Prometheus endpoint to scrape: a URL, 'off', or unset for the target's /metrics when it answers"
     )
+
+    # scheduled open-loop load: trace replay, stages and ramps, mixed classes (tokspeed.load.timeline)
+    trace: str | None = Field(None, description="replay a timestamped trace file: its arrival times and lengths")
+    trace_format: str = Field("auto", description="trace format: auto, tokspeed, mooncake, burstgpt or azure")
+    trace_speed: float = Field(1.0, gt=0, description="trace replay speed: 2 sends it twice as fast")
+    trace_window: str | None = Field(None, description="START:END of trace time to replay, e.g. 60s:180s")
+    stages: list[StageConfig] | None = Field(
+        None, description="stages run back to back: [{name, rate (or concurrency), duration, rate_end?}] or 'warm:rate=2:30s,...'"
+    )
+    ramp: str | None = Field(None, description="ramp: rate=A..B:DURATION (linear), rate=A..B:DURATION:steps=N, concurrency=A..B:DURATION")
+    classes: list[ClassConfig] | None = Field(
+        None, description="workload classes in one run, each with name, rate, arrival, lengths and slo"
+    )
+
+    # multi-turn conversations and shared prefixes (runner/conversations.py, workload/conversation.py, workload/prefix.py)
+    multi_turn: int | None = Field(
+        None, ge=1, le=1000, description="conversations of this many turns, each turn sending the history; requests then counts conversations"
+    )
+    think_time: str | None = Field(
+        None, description="pause between a turn's answer and the next turn: 2s, exponential:2s, uniform:1s,3s [default: 0]"
+    )
+    conversation_rate: float | None = Field(
+        None, gt=0, description="multi-turn open loop: new conversations per second (instead of concurrency users)"
+    )
+    shared_prefix_groups: int | None = Field(
+        None, ge=1, description="K groups of requests that share a prefix (system prompt or document)"
+    )
+    shared_prefix_tokens: int = Field(1024, ge=1, description="length of each shared prefix, tokens")
+    prefix_reuse: float = Field(
+        1.0, ge=0, le=1, description="share of requests that reuse a group's prefix (the rest get a unique one)"
+    )
+    token_audit: bool = Field(
+        False, description="keep every response's text in requests.jsonl and audit the output token counts"
+    )
+
+    @field_validator("stages", mode="before")
+    @classmethod
+    def _stages(cls, v: Any) -> Any:
+        return stages_value(v)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scheduled(cls, data: Any) -> Any:
+        from tokspeed.load.setup import scheduled_defaults
+
+        return scheduled_defaults(data)
 
     @field_validator("price_per_hour")
     @classmethod
@@ -212,6 +270,35 @@ class RunConfig(BaseModel):
             )
         return self
 
+    @field_validator("think_time", mode="before")
+    @classmethod
+    def _think_as_text(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+    @model_validator(mode="after")
+    def _check_conversations(self) -> RunConfig:
+        scheduled = getattr(self, "scheduled", None)  # trace replay, stages, ramps, classes: their own workloads
+        if scheduled and (self.multi_turn is not None or self.shared_prefix_groups is not None):
+            raise ValueError(f"multi_turn and shared_prefix_groups cannot be combined with {scheduled}")
+        if self.multi_turn is None:
+            if self.conversation_rate is not None or self.think_time is not None:
+                raise ValueError("conversation_rate and think_time (--conversation-rate, --think-time) need multi_turn (--multi-turn TURNS)")
+            return self
+        if self.profile == "rate":
+            raise ValueError("multi_turn cannot take a request rate (each turn waits for the last answer): use conversation_rate (--conversation-rate)")
+        if self.conversation_rate is not None and self.profile == "concurrency":
+            raise ValueError("conversation_rate (--conversation-rate) and concurrency (users) cannot be combined: pick one")
+        if self.max_concurrency is not None and self.conversation_rate is None:
+            raise ValueError("max_concurrency (--max-concurrency) applies to conversation_rate (--conversation-rate) only")
+        if self.think_time is not None:
+            from tokspeed.workload.conversation import parse_think_time
+
+            try:
+                parse_think_time(self.think_time)
+            except ConfigError as exc:
+                raise ValueError(f"think_time (--think-time): {exc}") from exc
+        return self
+
     # derived values -------------------------------------------------------
     @property
     def slos(self) -> list[SLO]:
@@ -220,6 +307,8 @@ class RunConfig(BaseModel):
     @property
     def streams(self) -> int:
         """How many requests can be in flight at once (sizes the connection pool)."""
+        if self.conversation_rate is not None:  # multi-turn, open loop: each conversation has one turn in flight
+            return self.max_concurrency or max(1, min(1024, int(self.conversation_rate * 10 * (self.multi_turn or 1))))
         if self.profile == "synchronous":
             return 1
         if self.profile == "concurrency":
@@ -232,14 +321,26 @@ class RunConfig(BaseModel):
     def warmup_requests(self) -> int:
         if self.warmup is not None:
             return self.warmup
+        if self.scheduled is not None:  # a trace, stages or classes: no warm-up unless asked for
+            return 0
         return min(self.streams, 256)
 
     @property
     def measured_requests(self) -> int | None:
         """Requests per iteration; None means 'until --duration ends'."""
+        if self.scheduled is not None:  # the timeline already holds the count (tokspeed.load.setup)
+            return None
         if self.requests is not None:
             return self.requests
         return None if self.duration_s is not None else DEFAULT_REQUESTS
+
+    @property
+    def scheduled(self) -> str | None:
+        """Which scheduled open-loop load this is: "trace", "stages", "ramp", "classes", or None."""
+        for kind in ("trace", "stages", "ramp", "classes"):
+            if getattr(self, kind) is not None:
+                return kind
+        return None
 
     def redacted_dump(self) -> dict[str, Any]:
         """The config as saved in run.json: no API key, secret headers masked."""

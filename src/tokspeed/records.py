@@ -73,6 +73,9 @@ class RequestSpec:
     max_tokens: int | None = None
     input_tokens: int | None = None  # known prompt length, if the workload measured it
     input_tokens_source: TokenSource | None = None
+    images: tuple[str, ...] | None = None  # image URLs (data: URLs) for the last user message (chat only)
+    keep_text: bool = False  # the caller needs the answer's full text in `RequestRecord.output_text` (multi-turn)
+    prefix_group: int | None = None  # shared-prefix workloads: the prefix's group (-1: a unique prefix)
 
     def prompt_text(self) -> str:
         """The prompt as plain text (chat messages joined), for counting and samples."""
@@ -80,10 +83,14 @@ class RequestSpec:
             return self.prompt
         return "\n".join(m.get("content", "") for m in (self.messages or ()))
 
-    def as_messages(self) -> list[dict[str, str]]:
-        if self.messages is not None:
-            return list(self.messages)
-        return [{"role": "user", "content": self.prompt or ""}]
+    def as_messages(self) -> list[dict[str, Any]]:
+        """Chat messages; with `images`, the last user message becomes text + `image_url` parts."""
+        messages: list[dict[str, Any]] = (
+            list(self.messages) if self.messages is not None else [{"role": "user", "content": self.prompt or ""}]
+        )
+        if self.images:
+            messages[-1] = _with_images(messages[-1], self.images)
+        return messages
 
 
 @dataclass(slots=True)
@@ -122,6 +129,15 @@ class RequestRecord:
     retries: int = 0  # attempts repeated after 429/503 (--retries); times are the final attempt's
     anomalies: list[str] | None = None  # non-fatal protocol oddities, e.g. "missing_done"
     connect_duration_ns: int | None = None  # TCP (+TLS) connect, when this request opened a new connection
+    # what the server itself reported about this request (native protocols): ms durations and token counts,
+    # keys among queue_ms, load_ms, prefill_ms, decode_ms, inference_ms, total_ms, prompt_tokens, output_tokens
+    server_timing: dict[str, float] | None = None
+    conversation: int | None = None  # multi-turn: which conversation of the phase (0-based)
+    turn: int | None = None  # multi-turn: the turn's position in its conversation (1-based)
+    prefix_group: int | None = None  # shared-prefix: the group whose prefix the prompt starts with (-1: unique)
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, when the server reports it
+    stage: str | None = None  # scheduled load: the stage (or ramp window) the request was scheduled in
+    workload_class: str | None = None  # mixed classes: the workload class the request belongs to
 
     @property
     def ok(self) -> bool:
@@ -162,6 +178,13 @@ class RequestRecord:
             "retries": self.retries,
             "anomalies": self.anomalies,
             "connect_duration_ns": self.connect_duration_ns,
+            "server_timing": self.server_timing,
+            "conversation": self.conversation,
+            "turn": self.turn,
+            "prefix_group": self.prefix_group,
+            "cached_tokens": self.cached_tokens,
+            "stage": self.stage,
+            "workload_class": self.workload_class,
         }
 
     @classmethod
@@ -208,7 +231,21 @@ class RequestRecord:
             retries=int(d.get("retries") or 0),
             anomalies=d.get("anomalies"),
             connect_duration_ns=d.get("connect_duration_ns"),
+            server_timing=d.get("server_timing"),
+            conversation=d.get("conversation"),
+            turn=d.get("turn"),
+            prefix_group=d.get("prefix_group"),
+            cached_tokens=d.get("cached_tokens"),
+            stage=d.get("stage"),
+            workload_class=d.get("workload_class"),
         )
+
+
+def _with_images(message: dict[str, Any], urls: tuple[str, ...]) -> dict[str, Any]:
+    """`message` with its text as the first content part and one `image_url` part per URL."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": message.get("content") or ""}]
+    parts.extend({"type": "image_url", "image_url": {"url": url}} for url in urls)
+    return {**message, "content": parts}
 
 
 def _enum_value(e: Enum | None) -> Any:

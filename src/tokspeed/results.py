@@ -33,7 +33,12 @@ from tokspeed.metrics import (
     summarize_by_iteration,
 )
 from tokspeed.metrics.fit import LinearFit
+from tokspeed.metrics.groups import GroupResult
+from tokspeed.metrics.schema import Goodput
 from tokspeed.metrics.slo import SLO, parse_slo
+from tokspeed.metrics.steady_state import with_steady_state
+from tokspeed.metrics.token_audit import TokenAudit
+from tokspeed.quality.schema import QualityResult
 from tokspeed.records import RequestRecord
 from tokspeed.telemetry.schema import TelemetrySummary
 
@@ -61,6 +66,18 @@ class Benchmark(BaseModel):
     across_iterations: AcrossIterations | None = None
     target: dict[str, Any] | None = Field(None, description="what served this point (sweeps over several targets)")
     telemetry: TelemetrySummary | None = Field(None, description="GPU, client and server telemetry over this point")
+    stages: dict[str, GroupResult] | None = Field(
+        None, description="scheduled load (stages, ramp): each stage's or ramp window's requests, by scheduled time"
+    )
+    classes: dict[str, GroupResult] | None = Field(
+        None, description="mixed workload classes: each class's requests, judged on the class's own SLOs"
+    )
+    classes_goodput: Goodput | None = Field(
+        None, description="mixed workload classes together: good requests of every class, each on its own SLOs"
+    )
+    token_audit: TokenAudit | None = Field(
+        None, description="run --token-audit: usage vs tokenizer counts, tokens per chunk, early stops"
+    )
 
 
 class Sample(BaseModel):
@@ -127,6 +144,7 @@ class RunResult(BaseModel):
     telemetry: TelemetrySummary | None = Field(None, description="GPU, client and server telemetry over the whole run")
     diagnosis: list[Finding] = Field(default_factory=list, description="validity and bottleneck findings")
     error: str | None = None
+    quality: QualityResult | None = Field(default=None, description="quality probe after the load (run --quality)")
 
     def to_json_bytes(self) -> bytes:
         return orjson.dumps(self.model_dump(mode="json", by_alias=True), option=orjson.OPT_INDENT_2)
@@ -247,8 +265,9 @@ def build_benchmark(
 
     An open-loop `profile` (kind "rate") passes its rate on, for the schedule-based metrics.
     """
-    rate = profile.get("rate") if profile.get("kind") == "rate" else None
+    rate = profile.get("rate") if profile.get("kind") == "rate" or profile.get("open_loop") else None
     pooled = summarize(records, slos, rate)
+    pooled = with_steady_state(pooled, records, lambda rs: summarize(rs, slos, rate))
     measured = {r.iteration for r in records if not r.warmup and r.iteration >= 1}
     if len(measured) == 1 and all(r.warmup or r.iteration >= 1 for r in records):
         per_iteration = {measured.pop(): pooled}  # one iteration: its summary is the pooled one

@@ -24,10 +24,24 @@ def bench_options() -> set[str]:
     return {m for f in bench.glob("*.py") for m in re.findall(r'add_argument\("(--[a-z][a-z0-9-]+)"', f.read_text())}
 
 
+def locust_options() -> set[str]:
+    """`tokspeed locust master|worker`, the locustfile's --tokspeed-* options and Locust's own --host."""
+    from tokspeed.distributed.options import LocustOptions
+
+    group = typer.main.get_command(app).commands["locust"]  # type: ignore[attr-defined]
+    cli = {opt for cmd in group.commands.values() for p in cmd.params for opt in p.opts if opt.startswith("--")}
+    return cli | {flag for flag, _, _ in LocustOptions.arguments().values()} | {"--host"}
+
+
 def test_every_flag_in_the_readme_exists() -> None:
     known = options("run") | options("sim") | options("report") | options("compare") | options("sweep")
     known |= options("capacity") | options("diagnose") | {"--help"} | bench_options()
     known |= options("estimate") | options("efficiency") | options("cost")
+    known |= locust_options()
+    known |= options("monitor")
+    known |= options("check-model")
+    known |= options("conformance")
+    known |= options("quality") | {"--tasks", "--output"}  # lm_eval's own flags, in the quality probe recipe
     mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", README))
     assert mentioned - known == set()
 
@@ -39,6 +53,11 @@ def test_every_run_flag_is_documented() -> None:
 
 def test_every_diagnose_flag_is_documented() -> None:
     undocumented = {o for o in options("diagnose") if o not in README}
+    assert undocumented == set()
+
+
+def test_every_monitor_flag_is_documented() -> None:
+    undocumented = {o for o in options("monitor") if o not in README}
     assert undocumented == set()
 
 

@@ -80,3 +80,19 @@ def record_cancelled(record: RequestRecord, token_ns: list[int]) -> None:
     times = list(token_ns)
     set_chunks(record, times, [1] * len(times))
     fail(record, Status.INCOMPLETE, None, "cancelled before completion")
+
+
+def start_phases(load_s: float, warmup_s: float | None, start_s: float) -> dict[str, float | None]:
+    """How an in-process target's start() divides: loading the model, the engine's own warm-up, the rest.
+
+    `start_s` is the whole start(); `other_s` what neither phase covers (starting the worker
+    thread, importing the engine, reading its facts), so load_s + warmup_s + other_s == start_s.
+    run.json keeps it as target.extra.cold_start; the runner adds the first request's timings.
+    """
+    warm = warmup_s or 0.0
+    return {
+        "load_s": round(load_s, 4),
+        "warmup_s": None if warmup_s is None else round(warmup_s, 4),
+        "other_s": round(max(start_s - load_s - warm, 0.0), 4),
+        "start_s": round(start_s, 4),
+    }

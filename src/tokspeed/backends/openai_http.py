@@ -59,6 +59,7 @@ from tokspeed.records import (
 from tokspeed.workload.tokens import TokenCounter
 
 _DONE = b"[DONE]"
+_PATHS = {"chat": "chat/completions", "completions": "completions", "embeddings": "embeddings"}
 _ERROR_SNIPPET = 300  # characters of an error message kept (after redaction)
 _TARGET_MESSAGE = 500  # characters of a TargetError message kept (after redaction)
 PREWARM_MAX = 4096  # connections opened at start, so the first wave of requests pays no connect
@@ -110,7 +111,7 @@ class OpenAIHTTPBackend:
         self._keep_text_for = keep_text_for
         self._session: aiohttp.ClientSession | None = None  # discovery and the probe
         self._pool: Pool | None = None  # the requests themselves
-        self._url = f"{self.base_url}/{'chat/completions' if api == 'chat' else 'completions'}"
+        self._url = f"{self.base_url}/{_PATHS.get(api, 'completions')}"
         self._endpoint = Endpoint(self._url)
         self._head = request_head("POST", urlsplit(self._url).path, self._endpoint, self._headers)
 
@@ -228,6 +229,8 @@ class OpenAIHTTPBackend:
 
     # requests ---------------------------------------------------------------
     def _body(self, spec: RequestSpec) -> dict[str, Any]:
+        if self.api == "embeddings":
+            return {"model": self.model, "input": spec.prompt_text(), **self._extra}
         body: dict[str, Any] = {"model": self.model}
         if self.api == "chat":
             body["messages"] = spec.as_messages()
@@ -246,10 +249,10 @@ class OpenAIHTTPBackend:
         """Send `spec` (retrying 429/503 up to `retries` times) and fill `record`; never raises for failures."""
         assert self._pool is not None, "start() first"
         data = request_bytes(self._head, orjson.dumps(self._body(spec)))
-        record.max_tokens = spec.max_tokens
+        record.max_tokens = spec.max_tokens if self.api != "embeddings" else None
         record.input_tokens = spec.input_tokens
         record.input_tokens_source = spec.input_tokens_source
-        keep_text = record.index < self._keep_text_for or self._counter is not None
+        keep_text = record.index < self._keep_text_for or self._counter is not None or spec.keep_text
         try:
             for attempt in range(self._retries + 1):
                 state = _StreamState(keep_text)
@@ -258,6 +261,8 @@ class OpenAIHTTPBackend:
                     break
                 await asyncio.sleep(retry_delay_s(state.retry_after, attempt))
                 reset_for_retry(record)
+            if spec.keep_text and record.output_text is None and record.status is Status.OK:
+                record.output_text = _joined(state.text or [])
         finally:
             if record.error is not None:
                 record.error = self._redact(record.error)[:_ERROR_SNIPPET]
@@ -331,6 +336,8 @@ class OpenAIHTTPBackend:
         if state.usage_prompt is not None:
             record.input_tokens = state.usage_prompt
             record.input_tokens_source = TokenSource.USAGE
+        if state.usage_cached is not None:
+            record.cached_tokens = _cached_tokens(state.usage_cached)
         if text is not None and record.index < self._keep_text_for:
             record.output_text = text
         if usage is not None and state.chunk_usage and len(state.chunk_usage) == len(record.chunk_ns):
@@ -340,12 +347,13 @@ class OpenAIHTTPBackend:
 class _StreamState:
     """Per-request scratch space while a response streams in."""
 
-    __slots__ = ("chunk_usage", "done", "retry_after", "text", "usage_completion", "usage_prompt")
+    __slots__ = ("chunk_usage", "done", "retry_after", "text", "usage_cached", "usage_completion", "usage_prompt")
 
     def __init__(self, keep_text: bool) -> None:
         self.text: list[str] | None = [] if keep_text else None
         self.usage_completion: int | None = None
         self.usage_prompt: int | None = None
+        self.usage_cached: Any = None  # usage.prompt_tokens_details, as sent (read once the request ended)
         self.chunk_usage: list[int] = []  # cumulative completion_tokens per token chunk, when sent
         self.done = False
         self.retry_after: str | None = None  # the Retry-After header of an HTTP error answer
@@ -365,6 +373,11 @@ def _clean_ids(record: RequestRecord) -> None:
         record.response_id = None
     if record.finish_reason is not None and not isinstance(record.finish_reason, str):
         record.finish_reason = orjson.dumps(record.finish_reason).decode()
+
+
+def _cached_tokens(details: object) -> int | None:
+    """`usage.prompt_tokens_details.cached_tokens` (prefix-cache hits), when it is a token count."""
+    return _count(details.get("cached_tokens")) if isinstance(details, dict) else None
 
 
 def _count(value: object) -> int | None:
@@ -537,6 +550,7 @@ def _on_event(data: bytes, now: int, record: RequestRecord, state: _StreamState)
     if usage:
         state.usage_completion = usage.get("completion_tokens", state.usage_completion)
         state.usage_prompt = usage.get("prompt_tokens", state.usage_prompt)
+        state.usage_cached = usage.get("prompt_tokens_details", state.usage_cached)
         if tokens and state.usage_completion is not None:
             state.chunk_usage.append(state.usage_completion)
     elif not choices and ("error" in obj or obj.get("object") == "error"):
@@ -565,6 +579,9 @@ def _take_body(body: bytes, record: RequestRecord, state: _StreamState) -> None:
 
 
 def _take_whole(obj: dict[str, Any], record: RequestRecord, state: _StreamState) -> None:
+    if obj.get("object") == "list":  # /v1/embeddings: vectors, and usage.prompt_tokens
+        _take_embeddings(obj, record, state)
+        return
     record.response_id = obj.get("id")
     choices = obj.get("choices") or [{}]
     choice = choices[0]
@@ -576,6 +593,20 @@ def _take_whole(obj: dict[str, Any], record: RequestRecord, state: _StreamState)
     usage = obj.get("usage") or {}
     state.usage_completion = usage.get("completion_tokens")
     state.usage_prompt = usage.get("prompt_tokens")
+    state.usage_cached = usage.get("prompt_tokens_details")
+    state.done = True
+
+
+def _take_embeddings(obj: dict[str, Any], record: RequestRecord, state: _StreamState) -> None:
+    """An embeddings answer: ok when it holds at least one vector; no output tokens."""
+    data = obj.get("data")
+    if not data or not isinstance(data[0].get("embedding"), (list, str)):
+        _fail(record, Status.ERROR, ErrorKind.PROTOCOL, "embeddings response without data[0].embedding")
+        return
+    record.response_id = obj.get("id")  # vLLM names its answers; OpenAI's do not
+    usage = obj.get("usage") or {}
+    state.usage_prompt = usage.get("prompt_tokens")
+    state.usage_completion = 0
     state.done = True
 
 

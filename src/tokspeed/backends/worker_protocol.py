@@ -33,10 +33,11 @@ MAX_FRAME = 256 * 1024 * 1024  # a larger length means the stream is corrupt, no
 
 INIT, READY, FAILED, SEND, CANCEL, RECORD = "init", "ready", "failed", "send", "cancel", "record"
 
-# what the worker fills; the rest of a record (index, iteration, warmup, scheduled_ns, benchmark) is the parent's
+# what the worker fills; the rest of a record (index, iteration, warmup, scheduled_ns, benchmark, and the
+# workload's tags conversation, turn, prefix_group) is the parent's
 _FILLED = tuple(
     f.name for f in dataclasses.fields(RequestRecord)
-    if f.name not in ("index", "iteration", "warmup", "scheduled_ns", "benchmark")
+    if f.name not in ("index", "iteration", "warmup", "scheduled_ns", "benchmark", "conversation", "turn", "prefix_group")
 )
 
 
@@ -105,6 +106,8 @@ def spec_to_wire(spec: RequestSpec) -> dict[str, Any]:
         "max_tokens": spec.max_tokens,
         "input_tokens": spec.input_tokens,
         "input_tokens_source": None if spec.input_tokens_source is None else spec.input_tokens_source.value,
+        "images": spec.images,
+        "keep_text": spec.keep_text,
     }
 
 
@@ -118,6 +121,8 @@ def spec_from_wire(d: dict[str, Any]) -> RequestSpec:
         max_tokens=d.get("max_tokens"),
         input_tokens=d.get("input_tokens"),
         input_tokens_source=None if source is None else TokenSource(source),
+        images=tuple(images) if (images := d.get("images")) else None,
+        keep_text=bool(d.get("keep_text")),
     )
 
 

@@ -30,6 +30,8 @@ app = typer.Typer(
 
 def _register() -> None:
     from tokspeed.cli import compare_cmd, cost_cmd, diagnose_cmd, estimate_cmd, report_cmd, run_cmd, sim_cmd, sweep_cmd
+    from tokspeed.cli import conformance_cmd
+    from tokspeed.cli import monitor_cmd
 
     app.command("run", help=run_cmd.HELP, no_args_is_help=False)(run_cmd.run)
     app.command("sweep", help=sweep_cmd.SWEEP_HELP)(sweep_cmd.sweep)
@@ -41,6 +43,16 @@ def _register() -> None:
     app.command("estimate", help=estimate_cmd.HELP)(estimate_cmd.estimate)
     app.command("efficiency", help=cost_cmd.EFFICIENCY_HELP)(cost_cmd.efficiency)
     app.command("cost", help=cost_cmd.COST_HELP)(cost_cmd.cost)
+    from tokspeed.cli import quality_cmd
+
+    app.command("quality", help=quality_cmd.HELP)(quality_cmd.quality)
+    from tokspeed.cli import check_model_cmd
+    app.command("check-model", help=check_model_cmd.HELP)(check_model_cmd.check_model)
+    from tokspeed.cli import locust_cmd
+
+    app.add_typer(locust_cmd.app, name="locust", help=locust_cmd.HELP)
+    app.command("conformance", help=conformance_cmd.HELP)(conformance_cmd.conformance)
+    app.command("monitor", help=monitor_cmd.HELP)(monitor_cmd.monitor)
 
 
 _register()

@@ -42,6 +42,9 @@ def report(
     csv_summary: Annotated[Optional[str], typer.Option("--csv-summary", metavar="FILE|-", help="Write one CSV row per benchmark, the run.json metric names as columns (- for stdout).")] = None,
     fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", metavar="EXPR", help="Exit 3 when the run breaches a limit, e.g. 'ttft_p99_ms>500' or 'error_rate>0.01' (repeatable; absolute).")] = None,
     as_tool: Annotated[Optional[CompatTool], typer.Option("--as", help="Show the metrics under a peer tool's names and formulas (vllm, aiperf, guidellm), beside tokspeed's; with --json, as JSON (tokspeed.compat/1).")] = None,
+    token_audit: Annotated[bool, typer.Option("--token-audit", help="Also print the token audit: count sources, usage vs --tokenizer on kept texts, tokens per chunk, requests stopped before max_tokens.")] = False,
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="tokenizer.json (or model dir) that recounts kept output texts for --token-audit.")] = None,
+    stats: Annotated[bool, typer.Option("--stats", help="Also print the measurement statistics: bootstrap beside order-statistic CIs, requests needed for p99 within ±10%, the steady-state window, latency from the scheduled start.")] = False,
 ) -> int:
     from rich.console import Console
 
@@ -69,4 +72,8 @@ def report(
     elif not plan.exporting:
         wide = None if sys.stdout.isatty() else 160  # CI logs and pipes: no wrapping at 80 columns
         Console(highlight=False, width=wide).print(render_result(result, directory))
+    if (token_audit or stats) and not json_out:
+        from tokspeed.cli.report_sections import print_measurement_sections
+
+        print_measurement_sections(result, records, token_audit=token_audit, tokenizer=tokenizer, stats=stats)
     return plan.finish(result, records, directory, stdout_taken=json_out)

@@ -19,6 +19,7 @@ from tokspeed.cli.plans import Mode, Plan, float_value, int_value, sweep_request
 from tokspeed.cli.workers import check_workers, choose_workers
 from tokspeed.config import Api, Arrival, RunConfig, config_from_sources, parse_duration
 from tokspeed.errors import ConfigError
+from tokspeed.load.setup import refuse_profile_flags
 
 HELP = """Benchmark a server, or with no --target a small model on this CPU (the embedded default).
 
@@ -43,6 +44,8 @@ LOAD = "Load"
 OUT = "Output"
 SAMPLE = "Sampling"
 TELEMETRY = "Telemetry"
+CONVERSATIONS = "Conversations and shared prefixes"
+SCHEDULED = "Trace replay, stages and ramps"
 
 
 def _opt(*names: str, help: str, panel: str, envvar: str | None = None, **kw: Any) -> Any:
@@ -51,7 +54,7 @@ def _opt(*names: str, help: str, panel: str, envvar: str | None = None, **kw: An
 
 def run(
     target: Annotated[list[str] | None, _opt("--target", "-t", help="Server base URL ending in /v1, e.g. http://127.0.0.1:8000/v1; embedded[:tiny|:small]; or an in-process engine on a local model directory: hf:PATH (transformers), vllm:PATH (vLLM's offline LLM). Repeat it to measure the same workload on several targets (a sweep). [default: the embedded model on this CPU]", panel=TARGET, envvar="TOKSPEED_TARGET")] = None,
-    api: Annotated[Api | None, _opt("--api", help="Endpoint: chat (/v1/chat/completions) or completions (/v1/completions). [default: chat]", panel=TARGET)] = None,
+    api: Annotated[Api | None, _opt("--api", help="Endpoint: chat (/v1/chat/completions), completions (/v1/completions), embeddings (/v1/embeddings: latency and input tokens/s, nothing streamed), or a server's native streaming API: tgi, triton, ollama, ollama-chat, llamacpp, sglang (--target is then the server's root URL, e.g. http://127.0.0.1:8080). [default: chat]", panel=TARGET)] = None,
     no_stream: Annotated[bool, _opt("--no-stream", help="Ask for whole responses (no TTFT/ITL; E2E only).", panel=TARGET)] = False,
     model: Annotated[str | None, _opt("--model", "-m", help="Model name. [default: first of GET /v1/models]", panel=TARGET)] = None,
     api_key: Annotated[str | None, _opt("--api-key", help="Bearer token. Never written to results or logs.", panel=TARGET, envvar="OPENAI_API_KEY")] = None,
@@ -69,6 +72,8 @@ def run(
     input_tokens: Annotated[str | None, _opt("--input-tokens", help="Synthetic prompt length in tokens: N, uniform:a,b or normal:mean,sd. A list (128,512,2048) sweeps it.", panel=WORK)] = None,
     tokenizer: Annotated[str | None, _opt("--tokenizer", help="Local tokenizer.json (or model dir) for exact token counts. [default: approximation]", panel=WORK)] = None,
     seed: Annotated[int | None, _opt("--seed", help="Seed for prompt sampling and arrival times. [default: 0]", panel=WORK)] = None,
+    images: Annotated[int | None, _opt("--images", help="Attach N synthetic PNG images to each chat request (image_url parts; vision models). [default: 0]", panel=WORK, min=0)] = None,
+    image_size: Annotated[str | None, _opt("--image-size", help="Pixel size of each --images image, WIDTHxHEIGHT. [default: 512x512]", panel=WORK)] = None,
     synchronous: Annotated[bool, _opt("--synchronous", help="One request at a time (the default profile).", panel=LOAD)] = False,
     concurrency: Annotated[str | None, _opt("--concurrency", "-c", help="Closed loop: keep N requests in flight. A list (1,2,4,8) sweeps it.", panel=LOAD)] = None,
     rate: Annotated[str | None, _opt("--rate", "-r", help="Open loop: R requests per second on a precomputed schedule. A list (1,2,4) sweeps it.", panel=LOAD)] = None,
@@ -89,6 +94,7 @@ def run(
     quiet: Annotated[bool, _opt("--quiet", "-q", help="Print only the results directory and SLO verdicts.", panel=OUT)] = False,
     plain: Annotated[bool, _opt("--plain", help="No live view or colour: plain lines, for CI logs.", panel=OUT)] = False,
     html: Annotated[Path | None, _opt("--html", help="Also write a self-contained HTML report to FILE at the end (also when interrupted; needs the 'report' extra).", panel=OUT, metavar="FILE")] = None,
+    quality: Annotated[bool, _opt("--quality", help="After the speed run, send the quality probe (see `tokspeed quality`) to the same target and add its accuracy per category to run.json ('quality') and the printout. HTTP targets only.", panel=OUT)] = False,
     server_metrics: Annotated[str | None, _opt("--server-metrics", help="Prometheus endpoint of the server to scrape during the run (vLLM, SGLang, TGI, llama.cpp), or 'off'. [default: the target's /metrics, if it answers]", panel=TELEMETRY, metavar="URL|off")] = None,
     telemetry_interval: Annotated[str | None, _opt("--telemetry-interval", help="Time between telemetry samples (GPU, client, server): 0.25, 250ms, 1s. [default: 0.25 s]", panel=TELEMETRY, metavar="SECONDS")] = None,
     no_telemetry: Annotated[bool, _opt("--no-telemetry", help="Sample nothing beside the load: no telemetry.jsonl, no GPU/client/server figures.", panel=TELEMETRY)] = False,
@@ -106,6 +112,19 @@ def run(
     quantization: ef.Quantization = None,
     kv_cache_dtype: ef.KvCacheDtype = None,
     load_format: ef.LoadFormat = None,
+    multi_turn: Annotated[int | None, _opt("--multi-turn", help="Conversations of TURNS turns: each turn sends the whole history with the model's real answers; --requests then counts conversations, --concurrency N runs N users. Reports TTFT per turn (prefix caching shows as later turns' lower TTFT).", panel=CONVERSATIONS, min=1, metavar="TURNS")] = None,
+    think_time: Annotated[str | None, _opt("--think-time", help="Pause between an answer and the next turn: 2s (constant), exponential:2s (mean), uniform:1s,3s. [default: 0]", panel=CONVERSATIONS)] = None,
+    conversation_rate: Annotated[float | None, _opt("--conversation-rate", help="With --multi-turn: start new conversations at this rate per second (open loop, --arrival applies; --max-concurrency caps requests in flight) instead of a closed loop of users.", panel=CONVERSATIONS, min=0)] = None,
+    shared_prefix_groups: Annotated[int | None, _opt("--shared-prefix-groups", help="K groups of requests sharing a prefix (a system prompt or document; chat: a system message, completions: the first line), to measure prefix caching. Reports TTFT for shared vs unique prefixes and the server's cached tokens.", panel=CONVERSATIONS, min=1, metavar="K")] = None,
+    shared_prefix_tokens: Annotated[int | None, _opt("--shared-prefix-tokens", help="Length of each shared prefix, tokens. [default: 1024]", panel=CONVERSATIONS, min=1)] = None,
+    prefix_reuse: Annotated[float | None, _opt("--prefix-reuse", help="Share of requests that reuse a group's prefix; the rest get a unique prefix of the same length (uncached by design). [default: 1.0]", panel=CONVERSATIONS, min=0, max=1)] = None,
+    trace: Annotated[str | None, _opt("--trace", help="Replay a timestamped trace: each request at its trace time (÷ --trace-speed), with the trace's input and output lengths (synthetic prompts; Mooncake hash_ids become shared prefix blocks). JSONL {timestamp_s, input_tokens, output_tokens[, prompt]} or the public Mooncake, BurstGPT and Azure LLM inference formats. Schedule lag is reported as send lateness.", panel=SCHEDULED, metavar="FILE")] = None,
+    trace_format: Annotated[str | None, _opt("--trace-format", help="auto, tokspeed, mooncake, burstgpt or azure. [default: auto, from the file]", panel=SCHEDULED)] = None,
+    trace_speed: Annotated[float | None, _opt("--trace-speed", help="Replay speed: 2 sends the trace twice as fast (gaps halved). [default: 1]", panel=SCHEDULED)] = None,
+    trace_window: Annotated[str | None, _opt("--trace-window", help="Replay only START:END of trace time, e.g. 60s:180s (either side may be empty).", panel=SCHEDULED)] = None,
+    stages: Annotated[str | None, _opt("--stages", help="Open-loop stages back to back, each reported on its own: 'warm:rate=2:30s,steady:rate=8:60s,spike:rate=20:10s,cool-down:rate=2:30s' (names optional; --arrival applies). concurrency=N:30s stages run one closed loop whose width changes.", panel=SCHEDULED)] = None,
+    ramp: Annotated[str | None, _opt("--ramp", help="Rate ramp: rate=1..20:60s rises linearly (reported in 5 windows; :windows=N), rate=1..20:60s:steps=5 in 5 equal steps; concurrency=1..32:60s[:steps=N] steps a closed loop.", panel=SCHEDULED)] = None,
+    token_audit: Annotated[bool, _opt("--token-audit", help="Keep every response's text in requests.jsonl and audit the output token counts: usage vs --tokenizer, tokens per chunk, requests stopped before max_tokens (run.json: benchmarks[].token_audit).", panel=OUT)] = False,
 ) -> int:
     return dispatch(dict(locals()), Mode())
 
@@ -119,16 +138,22 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
               api_key: str | None, header: list[str] | None, extra_body: str | None, timeout: str | None,
               ttft_timeout: str | None, retries: int | None, no_usage: bool, max_tokens: str | None,
               temperature: float | None, top_p: float | None, stop: list[str] | None, dataset: str | None,
-              input_tokens: str | None, tokenizer: str | None, seed: int | None, synchronous: bool,
+              input_tokens: str | None, tokenizer: str | None, seed: int | None, images: int | None,
+              image_size: str | None, synchronous: bool,
               concurrency: str | None, rate: str | None, arrival: Any, burstiness: float | None, exact_rate: bool,
               max_concurrency: int | None, workers: str | None, requests: int | None, duration: str | None, warmup: int | None,
               max_error_rate: float | None, iterations: int | None, slo: list[str] | None, out: Path | None,
               overwrite: bool, scenario: Path | None, quiet: bool, plain: bool, html: Path | None,
               server_metrics: str | None, telemetry_interval: str | None, no_telemetry: bool,
-              price_per_hour: list[float] | None, gpus: int | None,
+              price_per_hour: list[float] | None, gpus: int | None, quality: bool = False,
               dtype: Any, device: Any, trust_remote_code: bool, engine_arg: Any, tensor_parallel_size: Any,
               gpu_memory_utilization: Any, max_num_seqs: Any, max_model_len: Any, enforce_eager: bool,
-              quantization: Any, kv_cache_dtype: Any, load_format: Any) -> int:
+              quantization: Any, kv_cache_dtype: Any, load_format: Any, multi_turn: int | None = None,
+              think_time: str | None = None, conversation_rate: float | None = None,
+              shared_prefix_groups: int | None = None, shared_prefix_tokens: int | None = None,
+              prefix_reuse: float | None = None, trace: str | None = None, trace_format: str | None = None,
+              trace_speed: float | None = None, trace_window: str | None = None, stages: str | None = None,
+              ramp: str | None = None, token_audit: bool = False) -> int:
     engine = ef.engine_options(
         dtype=dtype, device=device, trust_remote_code=trust_remote_code, engine_arg=engine_arg,
         tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
@@ -140,7 +165,8 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
     rate_r = float_value(sweep.first("rate", rate), "--rate")
     input_tokens = sweep.first("input_tokens", input_tokens)
     max_tokens = sweep.first("output_tokens", max_tokens)
-    profile = _profile(synchronous, concurrency_n, rate_r, max_concurrency)
+    scheduled_cap = trace or stages or ramp  # a trace, stages or a ramp is open loop: --max-concurrency caps it
+    profile = _profile(synchronous, concurrency_n, rate_r, None if conversation_rate or scheduled_cap else max_concurrency)
     overrides: dict[str, Any] = {
         "target": _normalise_target(target[0]) if target else None,
         "api": api,
@@ -161,6 +187,8 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         "input_tokens": input_tokens,
         "tokenizer": tokenizer,
         "seed": seed,
+        "images": images,
+        "image_size": image_size,
         "profile": profile,
         "concurrency": concurrency_n,
         "rate": rate_r,
@@ -181,8 +209,25 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         "telemetry": False if no_telemetry else None,
         "price_per_hour": price_per_hour or None,
         "gpus": gpus,
+        "multi_turn": multi_turn,
+        "think_time": think_time,
+        "conversation_rate": conversation_rate,
+        "shared_prefix_groups": shared_prefix_groups,
+        "shared_prefix_tokens": shared_prefix_tokens,
+        "prefix_reuse": prefix_reuse,
+        "trace": trace,
+        "trace_format": trace_format,
+        "trace_speed": trace_speed,
+        "trace_window": trace_window,
+        "stages": stages,
+        "ramp": ramp,
+        "token_audit": True if token_audit else None,
     }
+    refuse_profile_flags(rate_r, concurrency_n, synchronous, trace=trace, stages=stages, ramp=ramp)
     cfg = config_from_sources(scenario, overrides)
+    if cfg.scheduled is not None and (mode.capacity is not None or mode.auto):  # they set the load themselves
+        raise ConfigError(f"{cfg.scheduled} sets its own load: it cannot be searched or auto-swept",
+                          hint="run it with tokspeed run (or sweep over targets)")
     engine = engine.over(EngineOptions.from_mapping(cfg.engine))  # the engine flags win over the scenario's
     cfg = cfg.model_copy(update={"engine": engine.as_mapping()})
     if input_tokens and dataset is None and cfg.dataset == "builtin":
@@ -190,11 +235,16 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
     targets = [_normalise_target(t) for t in target] if target else [None]
     plan = mode.plan(sweep, targets, cfg)
     check_workers(cfg, targets)
-    return execute(cfg, quiet=quiet, plain=plain, overwrite=overwrite, html=html, engine=engine, plan=plan)
+    if quality:
+        from tokspeed.cli.quality_cmd import check_run_target
+
+        check_run_target(cfg, len(target or ()))
+    return execute(cfg, quiet=quiet, plain=plain, overwrite=overwrite, html=html, engine=engine, plan=plan,
+                   quality=quality)
 
 
 def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwrite: bool = False, html: Path | None = None,
-            engine: EngineOptions | None = None, plan: Plan | None = None) -> int:
+            engine: EngineOptions | None = None, plan: Plan | None = None, quality: bool = False) -> int:
     """Run a validated config with console output; returns the exit code."""
     from tokspeed.backends.embedded.defaults import (
         describe_plan,
@@ -246,6 +296,10 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
     console.final(outcome)
     if cfg.price_per_hour and not quiet:
         _print_costs(console, outcome.result, cfg)
+    if quality and outcome.result.status == "complete":  # the probe runs after the load, never during it
+        from tokspeed.cli.quality_cmd import probe_after_run
+
+        probe_after_run(console, cfg, outcome, quiet=quiet)
     if html_plan is not None:  # the records are on disk, not in memory: read them back for the report
         write_run_html(html_plan, outcome.result, outcome.load_records(), outcome.directory)
     return exit_code_for(outcome, cfg)

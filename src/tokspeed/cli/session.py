@@ -6,31 +6,49 @@ import math
 
 from tokspeed.backends.base import Backend
 from tokspeed.backends.engine_options import EngineOptions
+from tokspeed.backends.native import NativeHTTPBackend, native_protocol, workload_api
 from tokspeed.backends.openai_http import OpenAIHTTPBackend
 from tokspeed.cli.workers import WORKER_COMMAND, WorkerChoice, choose_workers, worker_settings
-from tokspeed.config import SAMPLE_OUTPUTS, RunConfig
-from tokspeed.workload import Workload, load_workload
+from tokspeed.config import SAMPLE_OUTPUTS, Api, RunConfig
+from tokspeed.errors import ConfigError
+from tokspeed.workload import load_workload
+from tokspeed.workload.images import SpecWorkload, with_images
 from tokspeed.workload.tokens import load_counter
 
+KEEP_ALL_TEXTS = 1 << 62  # keep_text_for that covers every request index (--token-audit)
 
-def build_workload(cfg: RunConfig) -> Workload:
-    return load_workload(
+
+def build_workload(cfg: RunConfig) -> SpecWorkload:
+    """The run's prompts; embeddings send the prompt text as `input`, chat may attach images."""
+    if cfg.scheduled in ("trace", "classes"):  # a trace's lengths, or each class's own workload
+        from tokspeed.load.setup import scheduled_workload
+
+        return scheduled_workload(cfg, build_workload)  # type: ignore[no-any-return]
+    embeddings = cfg.api is Api.EMBEDDINGS
+    workload = load_workload(
         cfg.dataset,
-        api=cfg.api.value,
+        api=Api.COMPLETIONS.value if embeddings else workload_api(cfg.api.value),
         input_tokens=cfg.input_tokens,
         output_tokens=cfg.output_tokens,
         tokenizer=cfg.tokenizer,
         seed=cfg.seed,
     )
+    from tokspeed.runner.conversations import shape_workload
+
+    # shared prefixes and multi-turn conversations, when the config asks for them
+    return shape_workload(with_images(workload, cfg.images, cfg.image_size, cfg.api.value, cfg.seed), cfg)  # type: ignore[no-any-return]
 
 
-def build_backend(cfg: RunConfig, workload: Workload, engine: EngineOptions | None = None) -> Backend:
+def build_backend(cfg: RunConfig, workload: SpecWorkload, engine: EngineOptions | None = None) -> Backend:
     from tokspeed.backends.embedded.defaults import is_embedded_target
     from tokspeed.backends.local_target import engine_kind
 
     kind = engine_kind(cfg.target)
     (engine or EngineOptions()).check(kind)  # an engine flag given to a target that does not take it
     workers = choose_workers(cfg)  # ConfigError for --workers N with an in-process engine
+    if (kind is not None or is_embedded_target(cfg.target)) and (cfg.images or cfg.api is Api.EMBEDDINGS):
+        what = "--images" if cfg.images else "--api embeddings"
+        raise ConfigError(f"{what} needs an HTTP target", hint="give --target http://HOST:PORT/v1 of a server that takes it")
     if kind is not None:
         return _engine_backend(cfg, kind, engine or EngineOptions())
     if is_embedded_target(cfg.target):
@@ -58,10 +76,20 @@ def http_backend(cfg: RunConfig, pool_size: int, prewarm: int | None = None) -> 
     if prewarm is None:
         open_ended = cfg.profile == "rate" and not cfg.max_concurrency  # its pool size is only a guess
         prewarm = min(pool_size, max(1, math.ceil(cfg.rate or 1))) if open_ended else pool_size
+    protocol = native_protocol(cfg.api.value)  # --api tgi|triton|ollama|ollama-chat|llamacpp|sglang
+    if protocol is not None:
+        return NativeHTTPBackend(
+            cfg.target, protocol, stream=cfg.stream, model=cfg.model,
+            api_key=cfg.api_key.get_secret_value() if cfg.api_key else None, headers=cfg.headers,
+            extra_body=cfg.extra_body, sampling={"temperature": cfg.temperature, "top_p": cfg.top_p, "stop": cfg.stop},
+            timeout_s=cfg.timeout_s, ttft_timeout_s=cfg.ttft_timeout_s, retries=cfg.retries, pool_size=pool_size,
+            prewarm=prewarm, counter=load_counter(cfg.tokenizer) if cfg.tokenizer else None,
+            keep_text_for=SAMPLE_OUTPUTS,
+        )
     return OpenAIHTTPBackend(
         cfg.target,
         api=cfg.api.value,
-        stream=cfg.stream,
+        stream=cfg.stream and cfg.api is not Api.EMBEDDINGS,
         model=cfg.model,
         api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
         headers=cfg.headers,
@@ -74,7 +102,7 @@ def http_backend(cfg: RunConfig, pool_size: int, prewarm: int | None = None) -> 
         pool_size=pool_size,
         prewarm=prewarm,
         counter=load_counter(cfg.tokenizer) if cfg.tokenizer else None,
-        keep_text_for=SAMPLE_OUTPUTS,
+        keep_text_for=KEEP_ALL_TEXTS if cfg.token_audit else SAMPLE_OUTPUTS,  # --token-audit: every text
     )
 
 

@@ -67,6 +67,11 @@ def sim(
     retry_after: Annotated[int, typer.Option("--retry-after", help="Retry-After of http_429 and http_503, seconds.", min=0, rich_help_panel="Faults")] = 1,
     stall_ms: Annotated[float, typer.Option("--stall-ms", help="How long the stall fault sends nothing, ms.", min=0, rich_help_panel="Faults")] = 1000.0,
     slow_headers_ms: Annotated[float, typer.Option("--slow-headers-ms", help="How late the slow_headers fault starts the response, ms.", min=0, rich_help_panel="Faults")] = 1000.0,
+    prefix_cache_tokens: Annotated[int, typer.Option("--prefix-cache-tokens", help="Simulate a prefix cache holding this many prompt tokens (LRU, vLLM-style chained block hashes): cached prompt tokens skip --per-prompt-token-us and are reported as usage.prompt_tokens_details.cached_tokens and in the log. [default: 0, off]", min=0)] = 0,
+    prefix_block_tokens: Annotated[int, typer.Option("--prefix-block-tokens", help="Tokens per prefix-cache block; only whole blocks are cached.", min=1)] = 16,
+    control: Annotated[bool, typer.Option("--control", help="Serve POST /sim/control (JSON, e.g. {\"ttft_ms\": 900}) to change ttft_ms, itl_ms, per_prompt_token_us, output_tokens or tokens_per_chunk while running; GET shows them. Off by default so a benchmark's simulator cannot be changed by accident.")] = False,
+    quality_accuracy: Annotated[float | None, typer.Option("--quality-accuracy", help="Answer `tokspeed quality` probe questions correctly with probability P (seeded by --seed, per question), otherwise with an answer the probe's checker rejects. [default: off]", min=0, max=1, rich_help_panel="Quality")] = None,
+    quality_probes: Annotated[str, typer.Option("--quality-probes", help="Probe set whose questions --quality-accuracy answers: builtin or a JSONL file.", rich_help_panel="Quality")] = "builtin",
 ) -> int:
     from pydantic import ValidationError
 
@@ -104,6 +109,11 @@ def sim(
         retry_after_s=retry_after,
         stall_ms=stall_ms,
         slow_headers_ms=slow_headers_ms,
+        prefix_cache_tokens=prefix_cache_tokens,
+        prefix_block_tokens=prefix_block_tokens,
+        control=control,
+        quality_accuracy=quality_accuracy,
+        quality_probes=quality_probes,
     )
     try:
         cfg = SimConfig(**options)

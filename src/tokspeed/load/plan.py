@@ -24,10 +24,13 @@ count is drawn (and rescaled), then cut at the duration.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tokspeed.load.timeline import Timeline
 
 NS = 1_000_000_000
 _MAX_OPEN_LOOP_ARRIVALS = 10_000_000
@@ -43,6 +46,7 @@ class LoadPlan:
     arrival: str = "poisson"
     burstiness: float = 1.0
     exact_rate: bool = False
+    timeline: Timeline | None = field(default=None, compare=False)  # a trace, stages or classes: its arrivals
 
     @property
     def open_loop(self) -> bool:
@@ -50,6 +54,8 @@ class LoadPlan:
 
     def describe(self) -> dict[str, Any]:
         """The profile as saved in run.json."""
+        if self.timeline is not None:
+            return self.timeline.describe()
         if self.kind == "synchronous":
             return {"kind": "synchronous", "concurrency": 1}
         if self.kind == "concurrency":
@@ -66,6 +72,8 @@ class LoadPlan:
         return profile
 
     def label(self) -> str:
+        if self.timeline is not None:
+            return self.timeline.label_text()
         if self.kind == "synchronous":
             return "synchronous"
         if self.kind == "concurrency":
@@ -78,6 +86,8 @@ class LoadPlan:
         """Open-loop start offsets in ns from the phase start (int64, non-decreasing)."""
         if not self.open_loop or self.rate is None:
             raise ValueError("arrivals exist only for the rate profile")
+        if self.timeline is not None:
+            return self.timeline.offsets(n, duration_s)
         return arrival_offsets_ns(
             self.rate, self.arrival, self.burstiness, n, duration_s, seed, exact_rate=self.exact_rate
         )

@@ -11,6 +11,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from tokspeed.metrics.conversations import (
+    ConversationStats,
+    PrefixCacheStats,
+    TurnStats,
+)
+from tokspeed.metrics.server_timing import ServerTimingSummary
 from tokspeed.metrics.stats import STAT_NAMES, Distribution, QuantileCI
 
 # Summary field -> (metric name, unit suffix) for flat names; "" = a plain count
@@ -129,6 +135,14 @@ class Summary(_Frozen):
     # 95% CI of p50/p90/p99/p999 for ttft_ms, itl_ms, tpot_ms, e2e_ms (None: too few samples);
     # {} in results written before it existed
     percentile_ci: dict[str, dict[str, QuantileCI | None]] = {}
+    # multi-turn and shared-prefix workloads (metrics/conversations.py); None for other workloads
+    by_turn: list[TurnStats] | None = None
+    conversations: ConversationStats | None = None
+    prefix_cache: PrefixCacheStats | None = None
+    # the server's own timings beside the client's (metrics/server_timing.py); None unless a server reported them
+    server_timing: ServerTimingSummary | None = None
+    # the detected steady window (ramp-up and drain trimmed) and the summary over it (metrics/steady_state.py)
+    steady_state: SteadyState | None = None
 
     def flat(self) -> dict[str, float | None]:
         """Every number under its flat name.
@@ -155,6 +169,27 @@ class Summary(_Frozen):
         out["sent_requests_per_s"] = schedule.sent_requests_per_s
         out["sent_gap_cv"] = schedule.sent_gap_cv
         return out
+
+
+class SteadyState(_Frozen):
+    """The steady window MSER-5 found in a point's token-arrival rate, and the summary over it.
+
+    Times are seconds; trimmed_start_s / trimmed_end_s were cut from the full window's
+    start (ramp-up) and end (drain). See `tokspeed.metrics.steady_state`.
+    """
+
+    method: str
+    bins: int
+    bin_s: float
+    trimmed_start_s: float
+    trimmed_end_s: float
+    window_s: float
+    full_window_s: float
+    requests: int  # measured requests sent and finished inside the window
+    summary: Summary | None = None
+
+
+Summary.model_rebuild()
 
 
 def flat_name(metric: str, stat: str, unit: str) -> str:

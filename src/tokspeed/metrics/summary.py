@@ -29,11 +29,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokspeed.metrics import conversations as conv
 from tokspeed.metrics import request as rq
 from tokspeed.metrics.chunks import ChunkTiming, chunk_timing
 from tokspeed.metrics.goodput import goodput, judge
 from tokspeed.metrics.schedule import schedule_summary
 from tokspeed.metrics.schema import RequestCounts, Summary, Throughput, TokenTotals
+from tokspeed.metrics.server_timing import summarize_server_timing
 from tokspeed.metrics.slo import SLO
 from tokspeed.metrics.stats import distribution, distribution_with_ci
 from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
@@ -93,6 +95,10 @@ def summarize(
         tokens=tokens,
         goodput=goodput(per_request.slo_values(), slos, len(ok), window),
         percentile_ci={field: ci for field, (dist, ci) in with_ci.items() if dist.count},
+        by_turn=conv.by_turn(ok),
+        conversations=conv.conversations(measured, None),
+        prefix_cache=conv.prefix_cache(ok),
+        server_timing=summarize_server_timing(ok),
     )
     if not slos:
         return base

@@ -49,6 +49,10 @@ class Progress:
             notes = "".join(f"\n  note: {n}" for n in info.notes)
             where = info.url or "in-process"
             self.echo.print(f"Target ready: model {info.model} at {where}{notes}", highlight=False)
+            if isinstance(cold := info.extra.get("cold_start"), dict):
+                from tokspeed.reports.cold_start_text import start_line
+
+                self.echo.print(start_line(cold), highlight=False)
 
     def phase_started(self, label: str, phase: Phase) -> None:
         self.label, self.phase = label, phase

@@ -60,6 +60,8 @@ REQUEST_COLUMNS: dict[str, Callable[[RequestRecord], Any]] = {
     "http_status": lambda r: r.http_status,
     "error": lambda r: r.error,
     "response_id": lambda r: r.response_id,
+    "stage": lambda r: r.stage,  # scheduled loads: the stage the request was scheduled in
+    "workload_class": lambda r: r.workload_class,  # mixed classes
 }
 
 

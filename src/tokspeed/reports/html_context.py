@@ -21,6 +21,7 @@ from tokspeed.records import RequestRecord
 from tokspeed.reports import figures as fg
 from tokspeed.reports.compare_text import bench_title, highlights, row
 from tokspeed.reports.diagnosis_text import evidence_text, where
+from tokspeed.reports.groups_text import group_lines
 from tokspeed.reports.headline import headlines
 from tokspeed.reports.summary_text import (
     ROWS,
@@ -122,7 +123,7 @@ def _benchmark(bench: Benchmark, records: list[RequestRecord] | None, figs: Figu
         "headlines": headlines(s),
         "rows": _metric_rows(bench),
         "stats": ["p99.9" if st == "p999" else st for st in STATS],
-        "lines": iteration_lines(bench) + totals_lines(bench) + telemetry_lines(bench.telemetry),
+        "lines": iteration_lines(bench) + totals_lines(bench) + group_lines(bench) + telemetry_lines(bench.telemetry),
         "slo": [{"text": v.slo, "met": v.met} for v in s.slo],
         "charts": [c for c in charts if c is not None],
         "note": note,

@@ -44,26 +44,33 @@ def fmt(value: float | None, digits: int = 2) -> str:
 
 
 def header_lines(result: RunResult) -> list[str]:
+    from tokspeed.reports.cold_start_text import cold_start_lines
+
     t, cfg, w = result.target, result.config, result.workload
     lines = []
     if t:
         version = f" ({t['server_version']})" if t.get("server_version") else ""
         usage = "usage" if t.get("include_usage") else "no usage"
         mode = "stream" if t.get("stream") else "no stream"
-        lines.append(f"Target    {t.get('url') or 'in-process (' + str(t.get('kind')) + ')'}  model {t.get('model')}{version}  ·  {t.get('api')}, {mode}, {usage}")
+        how = "embeddings" if t.get("api") == "embeddings" else f"{t.get('api')}, {mode}, {usage}"
+        lines.append(f"Target    {t.get('url') or 'in-process (' + str(t.get('kind')) + ')'}  model {t.get('model')}{version}  ·  {how}")
+        lines += cold_start_lines(t)
     if w:
-        lines.append(f"Workload  {_describe_workload(w)}")
+        lines.append(f"Workload  {_describe_workload(w, embeddings=bool(t) and t.get('api') == 'embeddings')}")
     if cfg:
         lines.append(f"Load      {_describe_load(result)}")
     return lines
 
 
-def _describe_workload(w: dict[str, Any]) -> str:
+def _describe_workload(w: dict[str, Any], embeddings: bool = False) -> str:
     parts = [str(w.get("name", "?"))]
     if w.get("items") is not None:
         parts.append(f"{w['items']} prompts")
-    if w.get("output_tokens") is not None:
+    if w.get("output_tokens") is not None and not embeddings:
         parts.append(f"max_tokens {w['output_tokens']}")
+    images = w.get("images")
+    if isinstance(images, dict):
+        parts.append(f"{images.get('per_request')} image(s) of {images.get('size')} per request")
     return ", ".join(parts)
 
 
@@ -81,6 +88,8 @@ def _describe_load(result: RunResult) -> str:
     limit = f"{cfg['requests']} requests" if cfg.get("requests") else ""
     if cfg.get("duration_s"):
         limit = (limit + " or " if limit else "") + f"{cfg['duration_s']:g} s"
+    if bench is not None and bench.profile.get("open_loop") and not limit:  # a trace, stages or classes
+        limit = f"{bench.profile.get('requests')} requests scheduled over {bench.profile.get('duration_s') or 0:g} s"
     if not limit:
         limit = "100 requests"
     iters = cfg.get("iterations", 1)
@@ -92,6 +101,12 @@ def iteration_lines(bench: Benchmark) -> list[str]:
     lines = []
     for it in bench.iterations:
         s = it.summary
+        if not s.tokens.output_total and s.tokens.input_total:  # embeddings: nothing generated
+            lines.append(
+                f"Iteration {it.iteration}: total {fmt(s.window_s)} s · {s.tokens.input_total:,} input tokens · "
+                f"{fmt(s.throughput.total_tokens_per_s)} input tok/s · mean latency {fmt(_s(s.e2e_ms.mean), 3)} s"
+            )
+            continue
         lines.append(
             f"Iteration {it.iteration}: total {fmt(s.window_s)} s · {s.tokens.output_total:,} tokens generated · "
             f"{fmt(s.throughput.output_tokens_per_s)} tok/s · mean latency {fmt(_s(s.e2e_ms.mean), 3)} s"
@@ -125,7 +140,7 @@ def metric_table(bench: Benchmark) -> Table:
         dist: Distribution = getattr(s, field)
         if (field == "ttfa_ms" and _same(dist, s.ttft_ms)) or (field == "chunk_gap_ms" and _same(dist, s.itl_ms)):
             continue  # identical rows: no reasoning tokens / one token per chunk
-        if not dist.count:
+        if not dist.count or (field == "output_tokens" and not dist.max):  # embeddings generate nothing
             continue
         table.add_row(label, unit, str(dist.count), *(fmt(getattr(dist, stat)) for stat in STATS))
     return table
@@ -220,7 +235,10 @@ def render_result(result: RunResult, directory: Path | None = None) -> Renderabl
 
     `directory` (where the run is saved) goes into the hint to run `tokspeed diagnose` on it.
     """
+    from tokspeed.reports.conversation_text import conversation_parts
     from tokspeed.reports.diagnosis_text import short_lines
+    from tokspeed.reports.groups_text import group_tables
+    from tokspeed.reports.server_timing_text import server_timing_lines
     from tokspeed.reports.sweep_text import findings, sweep_table
     from tokspeed.reports.telemetry_text import telemetry_lines
 
@@ -235,6 +253,9 @@ def render_result(result: RunResult, directory: Path | None = None) -> Renderabl
         parts.append(metric_table(bench))
         parts += [Text(line) for line in ci_lines(bench)]
         parts += [Text(line) for line in totals_lines(bench)]
+        parts += group_tables(bench)  # a scheduled load's stages and classes
+        parts += [Text(line) for line in server_timing_lines(bench.summary, bench.telemetry or result.telemetry)]
+        parts += conversation_parts(bench.summary)  # per turn, per conversation, prefix cache (when present)
         shown = telemetry_lines(bench.telemetry) if bench.telemetry else telemetry_lines(result.telemetry, "whole run")
         parts += [Text(line) for line in shown]
     parts += [Text(line, style="dim") for line in sample_lines(result)]

@@ -62,7 +62,11 @@ async def run_phase(
     `on_start` sees each record just before it is handed to the backend; `on_record`
     sees it once it is finished, whatever the outcome.
     """
-    if plan.open_loop:
+    if plan.timeline is not None and plan.timeline.closed:  # concurrency stages: the width changes per stage
+        from tokspeed.runner.staged import staged_closed_loop
+
+        await staged_closed_loop(plan.timeline, phase, backend, workload, on_record, on_start)
+    elif plan.open_loop:
         await _open_loop(plan, phase, backend, workload, on_record, on_start)
     else:
         await _closed_loop(plan.workers or 1, phase, backend, workload, on_record, on_start)
@@ -77,6 +81,7 @@ async def _send(
     slots: asyncio.Semaphore | None = None,
 ) -> None:
     """Send (after taking a slot, if capped); the record reaches `on_record` whatever happens."""
+    record.prefix_group = spec.prefix_group  # shared-prefix workloads tag their requests
     try:
         if slots is None:
             on_start(record)

@@ -30,6 +30,7 @@ from tokspeed.diagnosis.schema import Finding
 from tokspeed.environment import capture_environment, server_facts
 from tokspeed.errors import TokspeedError
 from tokspeed.load.plan import LoadPlan
+from tokspeed.metrics.cold_start import add_cold_start
 from tokspeed.records import RequestRecord
 from tokspeed.results import (
     REQUESTS_FILE,
@@ -42,7 +43,8 @@ from tokspeed.results import (
     read_records,
 )
 from tokspeed.runner.checks import measurement_warnings
-from tokspeed.runner.executor import Phase, SpecSource, run_phase
+from tokspeed.runner.conversations import phase_runner
+from tokspeed.runner.executor import Phase, SpecSource
 from tokspeed.runner.guard import ErrorRateGuard, RunStopped, TargetWatch, run_guarded
 from tokspeed.telemetry.schema import TelemetrySummary
 from tokspeed.telemetry.session import Telemetry, TelemetryOptions
@@ -105,6 +107,14 @@ class Workload(SpecSource, Protocol):
 
 
 def plan_from_config(cfg: RunConfig) -> LoadPlan:
+    if cfg.multi_turn is not None:  # conversations: users in a closed loop, or new conversations per second
+        from tokspeed.runner.conversations import conversation_plan
+
+        return conversation_plan(cfg)
+    if cfg.scheduled is not None:  # a trace, stages or classes: a precomputed open-loop timeline
+        from tokspeed.load.setup import scheduled_plan
+
+        return scheduled_plan(cfg)
     if cfg.profile == "synchronous":
         return LoadPlan(kind="synchronous", workers=1)
     if cfg.profile == "concurrency":
@@ -284,6 +294,7 @@ class _PointState:
     watch: TargetWatch = field(default_factory=TargetWatch)
     window: Mark | None = None  # telemetry: when its measured phases began
     window_end: Mark | None = None  # ... and ended
+    began_ns: int | None = None  # when its backend's start() was called (cold start)
 
 
 async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Observer) -> None:
@@ -291,6 +302,8 @@ async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Obser
     guard = ErrorRateGuard(point.cfg.max_error_rate)
 
     def on_record(record: RequestRecord) -> None:
+        if plan.timeline is not None:  # scheduled load: the record's stage and class
+            plan.timeline.label(record)
         record.benchmark = state.index
         run.writer.append(record)
         run.requests += 1
@@ -303,6 +316,7 @@ async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Obser
     if not run.result.workload:
         run.result.workload = point.workload.describe()
     plan = plan_from_config(point.cfg)
+    state.began_ns = time.perf_counter_ns()
     info = await point.backend.start()
     state.served.update(dataclasses.asdict(info))
     if not run.result.target:
@@ -315,7 +329,8 @@ async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Obser
             if not phase.warmup and state.window is None and run.telemetry is not None:
                 state.window = run.telemetry.window("begin", state.index)
             obs.phase_started(point.name, phase)
-            await run_guarded(run_phase(plan, phase, point.backend, point.workload, on_record, obs.started), guard)
+            runner = phase_runner(point.workload)  # run_phase, or conversations for a multi-turn workload
+            await run_guarded(runner(plan, phase, point.backend, point.workload, on_record, obs.started), guard)
             obs.phase_finished(phase)
     finally:
         if state.window is not None and run.telemetry is not None:
@@ -334,8 +349,18 @@ def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark
     )
     plan = plan_from_config(point.cfg)
     bench = build_benchmark(point.name, plan.describe(), records, point.cfg.slos)
+    if plan.timeline is not None:  # per stage and per class summaries
+        from tokspeed.metrics.groups import add_groups
+
+        add_groups(bench, plan.timeline, records, point.cfg)
+    add_cold_start(state.served, records, state.began_ns)  # in-process targets: load vs first vs warm request
     bench.target = state.served or None
     bench.telemetry = _point_telemetry(run, point, state, bench)
+    if point.cfg.token_audit:  # --token-audit: every text was kept
+        from tokspeed.metrics.token_audit import audit_tokens
+        from tokspeed.workload.tokens import load_counter
+
+        bench.token_audit = audit_tokens(records, load_counter(point.cfg.tokenizer) if point.cfg.tokenizer else None)
     run.result.benchmarks.append(bench)
     _diagnose_point(run, state.index, bench, records)
     run.point_warnings.append((point.name, state.index, measurement_warnings(bench, point.cfg, records)))

@@ -57,6 +57,16 @@ class SimConfig(BaseModel):
     stall_ms: float = Field(default=1000.0, ge=0, description="how long the stall fault sends nothing, ms")
     slow_headers_ms: float = Field(default=1000.0, ge=0, description="how late slow_headers starts the response, ms")
 
+    prefix_cache_tokens: int = Field(
+        default=0, ge=0, description="prompt tokens the simulated prefix cache holds (0: no prefix caching)"
+    )
+    prefix_block_tokens: int = Field(default=16, ge=1, description="tokens per prefix-cache block (hashed as a unit)")
+    control: bool = Field(default=False, description="serve /sim/control to change timing live (sim/control.py)")
+    quality_accuracy: float | None = Field(
+        default=None, ge=0, le=1, description="answer quality-probe questions right with this probability (sim/quality.py)"
+    )
+    quality_probes: str = Field(default="builtin", min_length=1, description="probe set whose questions it answers")
+
     @field_validator("faults")
     @classmethod
     def _check_faults(cls, v: dict[Fault, float]) -> dict[Fault, float]:
@@ -69,8 +79,12 @@ def describe(cfg: SimConfig) -> str:
     parts = [f"ttft {cfg.ttft_ms:g} ms", f"itl {cfg.itl_ms:g} ms"]
     if cfg.per_prompt_token_us:
         parts.append(f"prefill {cfg.per_prompt_token_us:g} µs/token")
+    if cfg.prefix_cache_tokens:
+        parts.append(f"prefix cache {cfg.prefix_cache_tokens} tokens ({cfg.prefix_block_tokens}/block)")
     if cfg.tokens_per_chunk != 1:
         parts.append(f"{cfg.tokens_per_chunk} tokens/chunk")
+    if cfg.quality_accuracy is not None:
+        parts.append(f"probe accuracy {cfg.quality_accuracy:g}")
     parts.append(f"concurrency {cfg.max_concurrency or 'unlimited'}")
     if cfg.reasoning_tokens:
         parts.append(f"{cfg.reasoning_tokens} reasoning tokens")

@@ -56,6 +56,7 @@ class LogEntry:
     http_status: int = 200
     error: str | None = None
     fault: str | None = None  # the injected fault (sim/faults.py), when one was applied
+    cached_tokens: int | None = None  # prompt tokens found in the prefix cache (None: no prefix cache)
 
 
 class SimLog:

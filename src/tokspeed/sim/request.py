@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import orjson
 
+from tokspeed.sim.images import part_image_tokens
 from tokspeed.workload.tokens import approx_token_count
 
 ApiName = Literal["completions", "chat"]
@@ -39,12 +40,16 @@ class SimRequest:
     max_tokens: int | None  # max_tokens, else max_completion_tokens, else None
     prompt_tokens: int
     model: object = None  # the body's `model`, as sent
+    prompt_text: str | None = None  # the text counted (None for token-id prompts): the prefix cache's input
 
 
 def parse_request(api: ApiName, raw: bytes) -> SimRequest:
     """Validate a `/v1/completions` or `/v1/chat/completions` body; raise `RequestError`."""
     body = _json_object(raw)
-    prompt_tokens = _prompt_tokens(body) if api == "completions" else _messages_tokens(body)
+    text = _prompt_text(body) if api == "completions" else _messages_text(body)
+    prompt_tokens = _prompt_tokens(body) if text is None else approx_token_count(text)
+    if api == "chat":
+        prompt_tokens += _images_tokens(body["messages"])  # image parts: sim/images.py
     stream_options = body.get("stream_options")
     if stream_options is not None and not isinstance(stream_options, dict):
         raise RequestError("stream_options must be an object", "invalid_type", "stream_options")
@@ -56,6 +61,7 @@ def parse_request(api: ApiName, raw: bytes) -> SimRequest:
         max_tokens=_max_tokens(body),
         prompt_tokens=prompt_tokens,
         model=body.get("model"),
+        prompt_text=text,
     )
 
 
@@ -108,18 +114,38 @@ def _prompt_tokens(body: dict[str, Any]) -> int:
     raise RequestError("prompt must be a string, a list of strings or a list of token ids", "invalid_type", "prompt")
 
 
+def _prompt_text(body: dict[str, Any]) -> str | None:
+    """A completions prompt given as text (a string or strings, joined by spaces), else None."""
+    prompt = body.get("prompt")
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+        return " ".join(prompt)
+    return None
+
+
+def _images_tokens(messages: list[Any]) -> int:
+    """Prompt tokens of the messages' `image_url` parts (0 for text-only messages)."""
+    return sum(
+        part_image_tokens(part)
+        for m in messages
+        if isinstance(m, dict) and isinstance(m.get("content"), list)
+        for part in m["content"]
+    )
+
+
 def _is_token_id(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _messages_tokens(body: dict[str, Any]) -> int:
-    """Chat `messages`: the contents of all messages joined with newlines, counted once."""
+def _messages_text(body: dict[str, Any]) -> str:
+    """Chat `messages`: the contents of all messages joined with newlines (counted once)."""
     messages = body.get("messages")
     if messages is None:
         raise RequestError("missing required field: messages", "missing_field", "messages")
     if not isinstance(messages, list) or not messages:
         raise RequestError("messages must be a non-empty list", "invalid_type", "messages")
-    return approx_token_count("\n".join(_message_text(m, i) for i, m in enumerate(messages)))
+    return "\n".join(_message_text(m, i) for i, m in enumerate(messages))
 
 
 def _message_text(message: object, index: int) -> str:

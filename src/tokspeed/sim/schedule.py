@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from tokspeed.sim.config import SimConfig
 from tokspeed.sim.request import SimRequest
+from tokspeed.sim.vocab import token_text
 
 MIN_SLEEP_S = 0.001  # the event loops' timer granularity; shorter waits would busy-poll
 
@@ -43,11 +44,15 @@ class Timing:
         return self.prefill_ns + token_index * self.itl_ns
 
 
-def make_plan(cfg: SimConfig, req: SimRequest) -> ResponsePlan:
-    """The response a request gets: max_tokens (else the default) tokens, reasoning first (chat only)."""
+def make_plan(cfg: SimConfig, req: SimRequest, cached_tokens: int = 0) -> ResponsePlan:
+    """The response a request gets: max_tokens (else the default) tokens, reasoning first (chat only).
+
+    `cached_tokens` prompt tokens (found in the prefix cache) skip the per-prompt-token prefill.
+    """
     total = req.max_tokens if req.max_tokens is not None else cfg.output_tokens
     reasoning = min(cfg.reasoning_tokens, total) if req.api == "chat" else 0
-    prefill_ns = round(cfg.ttft_ms * 1_000_000 + req.prompt_tokens * cfg.per_prompt_token_us * 1_000)
+    computed = req.prompt_tokens - cached_tokens
+    prefill_ns = round(cfg.ttft_ms * 1_000_000 + computed * cfg.per_prompt_token_us * 1_000)
     timing = Timing(prefill_ns=prefill_ns, itl_ns=round(cfg.itl_ms * 1_000_000))
     return ResponsePlan(timing=timing, total_tokens=total, reasoning_tokens=reasoning)
 
@@ -89,6 +94,13 @@ class ResponsePlan:
     timing: Timing
     total_tokens: int  # reasoning + content
     reasoning_tokens: int
+    text: tuple[str, ...] | None = None  # the tokens' text when not the vocabulary's (sim/quality.py)
+
+    def token_text(self, first: int, count: int) -> str:
+        """The text of tokens `first` .. `first + count - 1` of this response."""
+        if self.text is None:
+            return token_text(first, count)
+        return "".join(self.text[first : first + count])
 
     @property
     def content_tokens(self) -> int:

@@ -18,6 +18,7 @@ from aiohttp.typedefs import Middleware
 from tokspeed.sim.arrival import arrival_middleware, use_arrival_stamps
 from tokspeed.sim.auth import auth_middleware
 from tokspeed.sim.config import SimConfig, describe
+from tokspeed.sim.native import NativeSim
 from tokspeed.sim.service import SHUTDOWN_GRACE_S, SimService
 
 MAX_BODY_BYTES = 64 * 1024 * 1024  # long-context prompts are large
@@ -38,8 +39,14 @@ def make_app(cfg: SimConfig) -> web.Application:
             web.get("/metrics", service.metrics),
             web.post("/v1/completions", service.completions),
             web.post("/v1/chat/completions", service.chat),
+            web.post("/v1/embeddings", service.embeddings),
         ]
     )
+    if cfg.control:
+        from tokspeed.sim.control import control_routes
+
+        app.add_routes(control_routes(service))
+    app.add_routes(NativeSim(service).routes())  # TGI, Triton, Ollama, llama.cpp, SGLang native APIs
     if not cfg.keep_alive:
         app.on_response_prepare.append(_close_after)
     app.on_shutdown.append(service.on_shutdown)

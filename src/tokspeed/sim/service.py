@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from time import perf_counter_ns
 from typing import Any
 
@@ -24,10 +24,13 @@ from tokspeed.sim import inject
 from tokspeed.sim.arrival import arrival_of
 from tokspeed.sim.config import SimConfig
 from tokspeed.sim.faults import HTTP_STATUS, MID_STREAM, Fault, FaultPicker
+from tokspeed.sim.embeddings import embeddings_body, parse_embeddings
 from tokspeed.sim.gate import FifoGate
 from tokspeed.sim.log import LogEntry, SimLog, SimStatus
 from tokspeed.sim.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from tokspeed.sim.metrics import SimMetrics
+from tokspeed.sim.prefix_cache import PrefixCache, prompt_tokens, with_cached
+from tokspeed.sim.quality import QualityAnswers, with_answer
 from tokspeed.sim.request import ApiName, RequestError, SimRequest, parse_request
 from tokspeed.sim.schedule import Chunk, ResponsePlan, Timing, make_plan, sleep_until
 from tokspeed.sim.stream import ChunkEncoder, error_body, response_body, usage_dict
@@ -47,12 +50,14 @@ class SimService:
         self.epoch_offset_ns = time.time_ns() - time.perf_counter_ns()
         self._created = int(time.time())
         self._gate = FifoGate(cfg.max_concurrency)
-        self._metrics = SimMetrics(self._gate, cfg.model, cfg.kv_capacity_tokens)
+        self._metrics = SimMetrics(self._gate, cfg.model, cfg.kv_capacity_tokens, prefix_cache=bool(cfg.prefix_cache_tokens))
         self._log = SimLog(cfg.log_path)
         self._ids = itertools.count(1)
         self._eol = b"\r\n" if cfg.crlf else b"\n"
         self._in_flight: set[asyncio.Task[Any]] = set()
         self._faults = FaultPicker(cfg.faults, cfg.seed, cfg.clean_requests)
+        self._prefix = PrefixCache(cfg.prefix_cache_tokens, cfg.prefix_block_tokens) if cfg.prefix_cache_tokens else None
+        self._answers = QualityAnswers.from_config(cfg) if cfg.quality_accuracy is not None else None
 
     async def log_context(self, app: web.Application) -> AsyncIterator[None]:
         """aiohttp cleanup context: the log is open exactly while the app runs."""
@@ -95,6 +100,33 @@ class SimService:
     async def chat(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, "chat")
 
+    async def embeddings(self, request: web.Request) -> web.StreamResponse:
+        """`/v1/embeddings`: answered when its prefill is done (sim/embeddings.py), logged like the others."""
+        entry = LogEntry(id=f"emb-sim-{next(self._ids)}", api="embeddings", epoch_offset_ns=self.epoch_offset_ns,
+                         received_ns=arrival_of(request), stream=False)
+        try:
+            req = parse_embeddings(await request.read())
+            if req.model is not None and req.model != self.cfg.model:
+                raise RequestError(f"The model `{req.model}` does not exist.", "model_not_found", "model", status=404)
+        except RequestError as exc:
+            return self._reject(entry, exc)
+        entry.prompt_tokens = req.prompt_tokens
+        entry.prefill_ns = round(self.cfg.ttft_ms * 1e6 + req.prompt_tokens * self.cfg.per_prompt_token_us * 1e3)
+        await self._gate.acquire()
+        try:
+            start_ns = entry.start_ns = perf_counter_ns()
+            resp = web.Response(body=embeddings_body(entry.id, self.cfg.model, req), content_type=_JSON)
+            await sleep_until(start_ns + entry.prefill_ns)
+            await resp.prepare(request)
+            await resp.write_eof()
+        except ConnectionError:
+            entry.status = SimStatus.DISCONNECTED
+        finally:
+            self._gate.release()
+            entry.end_ns = perf_counter_ns()
+            self._log.write(entry)
+        return resp
+
     async def _generate(self, request: web.Request, api: ApiName) -> web.StreamResponse:
         entry = self._new_entry(api, arrival_of(request))
         try:
@@ -109,7 +141,12 @@ class SimService:
             entry.fault = fault.value
             if fault in HTTP_STATUS or fault is Fault.RESET:
                 return self._fail_early(request, entry, fault)
-        plan = make_plan(self.cfg, req)
+        if self._prefix is not None:
+            tokens = prompt_tokens(req.prompt_text) if req.prompt_text is not None else []
+            entry.cached_tokens = self._prefix.lookup_and_insert(tokens)
+        plan = make_plan(self.cfg, req, entry.cached_tokens or 0)
+        if self._answers is not None:  # a quality-probe question gets its (right or wrong) answer
+            plan = with_answer(plan, self._answers.tokens_for(await request.read(), api))
         entry.planned_tokens = plan.total_tokens
         entry.prefill_ns = plan.timing.prefill_ns
         entry.itl_ns = plan.timing.itl_ns
@@ -199,7 +236,7 @@ class SimService:
             await resp.prepare(request)
             if req.api == "chat":
                 await resp.write(enc.role())
-            await self._write_tokens(resp, enc, plan.timing, chunks, 0, cut, entry, start_ns)
+            await self._write_tokens(resp, enc, plan.timing, chunks, 0, cut, entry, start_ns, plan.token_text)
             if fault in MID_STREAM:
                 assert fault is not None
                 delay_ns = await inject.mid_stream(self.cfg, request, resp, enc, entry, fault)
@@ -207,7 +244,7 @@ class SimService:
                     entry.end_ns = perf_counter_ns()
                     return resp
                 start_ns += delay_ns
-            await self._write_tokens(resp, enc, plan.timing, chunks, cut, len(chunks), entry, start_ns)
+            await self._write_tokens(resp, enc, plan.timing, chunks, cut, len(chunks), entry, start_ns, plan.token_text)
             await self._end_stream(resp, enc, req, entry, fault)
         except ConnectionError:
             entry.status = SimStatus.DISCONNECTED
@@ -220,7 +257,8 @@ class SimService:
         """The usage trailer (when asked), `data: [DONE]` (unless the no_done fault), end of body."""
         if self.cfg.usage and req.include_usage:
             reported = inject.reported_completion_tokens(fault, entry.completion_tokens)
-            await resp.write(enc.usage(usage_dict(req.prompt_tokens, reported, entry.reasoning_tokens)))
+            usage = with_cached(usage_dict(req.prompt_tokens, reported, entry.reasoning_tokens), entry.cached_tokens)
+            await resp.write(enc.usage(usage))
         if fault is not Fault.NO_DONE:
             await resp.write(enc.done())
         await resp.write_eof()
@@ -235,6 +273,7 @@ class SimService:
         stop: int,
         entry: LogEntry,
         start_ns: int,
+        text: Callable[[int, int], str] = token_text,
     ) -> None:
         """Write chunks[start:stop], each at its absolute deadline, recording when it went.
 
@@ -253,7 +292,7 @@ class SimService:
             await sleep_until(due)
             group = self._due_group(timing, chunks, j, stop, start_ns)
             data = b"".join(
-                enc.tokens(token_text(c.first_token, c.tokens), reasoning=c.reasoning, last=k == last)
+                enc.tokens(text(c.first_token, c.tokens), reasoning=c.reasoning, last=k == last)
                 for k, c in zip(range(j, j + len(group)), group)
             )
             sent_ns = perf_counter_ns()
@@ -288,14 +327,14 @@ class SimService:
         self, request: web.Request, req: SimRequest, plan: ResponsePlan, entry: LogEntry, start_ns: int
     ) -> web.StreamResponse:
         """The non-streamed answer: the whole body, sent when its last token is due."""
-        usage = usage_dict(req.prompt_tokens, plan.total_tokens, plan.reasoning_tokens)
+        usage = with_cached(usage_dict(req.prompt_tokens, plan.total_tokens, plan.reasoning_tokens), entry.cached_tokens)
         body = response_body(
             req.api,
             entry.id,
             int(time.time()),
             self.cfg.model,
-            token_text(0, plan.reasoning_tokens),
-            token_text(plan.reasoning_tokens, plan.content_tokens),
+            plan.token_text(0, plan.reasoning_tokens),
+            plan.token_text(plan.reasoning_tokens, plan.content_tokens),
             usage if self.cfg.usage else None,
         )
         resp = web.Response(body=body, content_type=_JSON)

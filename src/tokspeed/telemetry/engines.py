@@ -45,6 +45,12 @@ class EngineMetrics:
         return frozenset(self.kv_usage + self.prefix_hit_rate)
 
 
+# the server's TTFT histogram (_sum in seconds, _count), read as counters: Δsum / Δcount is its mean over a window
+TTFT_HISTOGRAM: dict[str, tuple[str, str]] = {
+    "vllm": ("vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds_count"),
+    "tokspeed-sim": ("tokspeed_sim:time_to_first_token_seconds_sum", "tokspeed_sim:time_to_first_token_seconds_count"),
+}
+
 ENGINES: tuple[EngineMetrics, ...] = (
     EngineMetrics(
         engine="tokspeed-sim",
@@ -52,7 +58,10 @@ ENGINES: tuple[EngineMetrics, ...] = (
         running=("tokspeed_sim:num_requests_running",),
         waiting=("tokspeed_sim:num_requests_waiting",),
         kv_usage=("tokspeed_sim:kv_cache_usage_perc",),
-        counters=("tokspeed_sim:prompt_tokens_total", "tokspeed_sim:generation_tokens_total", "tokspeed_sim:requests_total"),
+        prefix_hits=("tokspeed_sim:prefix_cache_hits_total",),
+        prefix_queries=("tokspeed_sim:prefix_cache_queries_total",),
+        counters=("tokspeed_sim:prompt_tokens_total", "tokspeed_sim:generation_tokens_total", "tokspeed_sim:requests_total",
+                  *TTFT_HISTOGRAM["tokspeed-sim"]),
     ),
     EngineMetrics(
         engine="vllm",
@@ -64,7 +73,8 @@ ENGINES: tuple[EngineMetrics, ...] = (
         prefix_queries=("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
         prefix_hit_rate=("vllm:gpu_prefix_cache_hit_rate",),
         preemptions=("vllm:num_preemptions_total",),
-        counters=("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total"),
+        counters=("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total",
+                  *TTFT_HISTOGRAM["vllm"]),
         gauges=("vllm:num_requests_swapped",),
     ),
     EngineMetrics(

@@ -34,7 +34,13 @@ from tokspeed.backends.embedded.tokenizer import (
     format_chat,
     load_tokenizer,
 )
-from tokspeed.backends.inprocess import fail, record_cancelled, record_generation, refusal
+from tokspeed.backends.inprocess import (
+    fail,
+    record_cancelled,
+    record_generation,
+    refusal,
+    start_phases,
+)
 from tokspeed.errors import TargetError
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status, TokenSource
 
@@ -133,6 +139,7 @@ class EmbeddedBackend:
                 "warmup_ms": round(ready.warmup_ms, 1),
                 "start_s": round(start_s, 3),
                 "serving": SERVING,
+                "cold_start": start_phases(loaded.tokenizer.seconds + loaded.model.seconds, ready.warmup_ms / 1000, start_s),
             },
         )
 
@@ -156,17 +163,17 @@ class EmbeddedBackend:
             job.cancelled.set()
             record_cancelled(record, job.token_ns)
             raise
-        self._finish(record, job, n)
+        self._finish(record, job, n, spec.keep_text)
 
     def _encode(self, spec: RequestSpec) -> list[int]:
         assert self._loaded is not None
         text = format_chat(spec.as_messages()) if self.api == "chat" else spec.prompt_text()
         return list(self._loaded.tokenizer.tokenizer.encode(text, add_special_tokens=False).ids)
 
-    def _finish(self, record: RequestRecord, job: Job, n: int) -> None:
+    def _finish(self, record: RequestRecord, job: Job, n: int, keep_text: bool = False) -> None:
         if not record_generation(record, job.token_ns, job.end_ns, job.error, n):
             return
-        if record.index < self._keep_text_for and self._loaded is not None:
+        if (record.index < self._keep_text_for or keep_text) and self._loaded is not None:
             record.output_text = str(self._loaded.tokenizer.tokenizer.decode(job.output_ids))
 
 

@@ -37,7 +37,9 @@ from tokspeed.backends.inprocess import (
     refusal,
     render_prompt,
     require_chat_template,
+    start_phases,
 )
+from tokspeed.backends.model_dir import check_before_load, model_notes, warned
 from tokspeed.errors import ConfigError, TargetError, TokspeedError
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status, TokenSource
 
@@ -68,6 +70,8 @@ class HFBackend:
         self.api = api
         self.options = options or EngineOptions()
         self.options.check("hf")
+        self.model_check = check_before_load(self.path, "hf", trust_remote_code=self.options.trust_remote_code, api=api,
+                                             engine_args=self.options.engine_args)  # exit 2 before any loading
         self._ignore_eos, self._min_tokens = _eos_policy(extra_body or {})
         self._sampling = dict(sampling or {})
         self._threads = threads or choose_threads()
@@ -93,7 +97,7 @@ class HFBackend:
             raise
         except Exception as exc:  # transformers raises many kinds for a directory it cannot load
             raise TargetError(
-                f"the model at {self.path} could not be loaded: {type(exc).__name__}: {exc}"[:1000],
+                f"the model at {self.path} could not be loaded: {type(exc).__name__}: {exc}"[:1000] + warned(self.model_check),
                 hint="check the directory holds a causal LM transformers can load (pass --trust-remote-code for custom code)",
             ) from exc
         self._loaded = ready.loaded
@@ -136,7 +140,7 @@ class HFBackend:
             stream=True,
             include_usage=False,
             server_version=f"transformers {transformers.__version__}, torch {torch.__version__}",
-            notes=(line,),
+            notes=(line, *model_notes(self.model_check)),
             extra={
                 "description": line,
                 "architecture": loaded.architecture,
@@ -152,6 +156,8 @@ class HFBackend:
                 "warmup_ms": round(ready.warmup_ms, 1),
                 "start_s": round(start_s, 3),
                 "serving": SERVING,
+                "cold_start": start_phases(loaded.seconds, ready.warmup_ms / 1000, start_s),
+                "model_check": self.model_check.as_dict(),
             },
         )
 
@@ -179,7 +185,7 @@ class HFBackend:
             job.cancelled.set()
             record_cancelled(record, job.token_ns)
             raise
-        self._finish(record, job, n)
+        self._finish(record, job, n, spec.keep_text)
 
     def _floor(self, n: int) -> int | None:
         """min_new_tokens for a request of n tokens: n with ignore_eos, min_tokens (at most n), else none."""
@@ -187,10 +193,10 @@ class HFBackend:
             return n
         return min(self._min_tokens, n) if self._min_tokens else None
 
-    def _finish(self, record: RequestRecord, job: Job, n: int) -> None:
+    def _finish(self, record: RequestRecord, job: Job, n: int, keep_text: bool = False) -> None:
         if not record_generation(record, job.token_ns, job.end_ns, job.error, n):
             return
-        if record.index < self._keep_text_for and self._loaded is not None:
+        if (record.index < self._keep_text_for or keep_text) and self._loaded is not None:
             record.output_text = str(self._loaded.tokenizer.decode(job.output_ids, skip_special_tokens=True))
 
 

@@ -28,7 +28,13 @@ from typing import Any
 
 from tokspeed.backends.base import TargetInfo
 from tokspeed.backends.engine_options import EngineOptions
-from tokspeed.backends.inprocess import fail, require_chat_template, set_chunks
+from tokspeed.backends.inprocess import (
+    fail,
+    require_chat_template,
+    set_chunks,
+    start_phases,
+)
+from tokspeed.backends.model_dir import check_before_load, model_notes, warned
 from tokspeed.backends.vllm_offline.engine import VJob, VLLMWorker, WorkerReady
 from tokspeed.backends.vllm_offline.requirements import require_vllm
 from tokspeed.errors import ConfigError, TargetError, TokspeedError
@@ -61,6 +67,9 @@ class VLLMBackend:
         self.stream = stream
         self.options = options or EngineOptions()
         self.options.check("vllm")
+        self.model_check = check_before_load(self.path, "vllm", trust_remote_code=self.options.trust_remote_code, api=api,
+                                             engine_args=self.options.engine_args,
+                                             load_format=self.options.load_format)  # exit 2 before any loading
         self.seed = seed
         self._sampling = {k: v for k, v in (sampling or {}).items() if v not in (None, [])}
         self._extra = dict(extra_body or {})
@@ -101,7 +110,7 @@ class VLLMBackend:
             raise
         except Exception as exc:  # vLLM raises many kinds for a model or flags it cannot use
             raise TargetError(
-                f"vLLM could not load {self.path}: {type(exc).__name__}: {exc}"[:1000],
+                f"vLLM could not load {self.path}: {type(exc).__name__}: {exc}"[:1000] + warned(self.model_check),
                 hint="check the model directory and the engine flags (--max-model-len, --gpu-memory-utilization, ...); "
                 "VLLM_LOGGING_LEVEL=INFO shows vLLM's own log",
             ) from exc
@@ -128,7 +137,7 @@ class VLLMBackend:
             stream=self.stream,
             include_usage=False,
             server_version=f"vLLM {vllm.__version__} (offline LLM)",
-            notes=(line,),
+            notes=(line, *model_notes(self.model_check)),
             extra={
                 "description": line,
                 **facts,
@@ -141,6 +150,8 @@ class VLLMBackend:
                 "load_s": round(ready.seconds, 3),
                 "start_s": round(start_s, 3),
                 "serving": SERVING,
+                "cold_start": start_phases(ready.seconds, None, start_s),
+                "model_check": self.model_check.as_dict(),
             },
         )
 
@@ -153,7 +164,7 @@ class VLLMBackend:
         assert self._worker is not None, "start() first"
         record.max_tokens = spec.max_tokens
         n = spec.max_tokens if spec.max_tokens is not None else DEFAULT_MAX_TOKENS
-        job = VJob(spec=spec, sampling=self.sampling_for(n), keep_text=record.index < self._keep_text_for)
+        job = VJob(spec=spec, sampling=self.sampling_for(n), keep_text=record.index < self._keep_text_for or spec.keep_text)
         record.sent_ns = perf_counter_ns()
         self._worker.submit(job)
         try:

@@ -1,0 +1,103 @@
+"""`tokspeed locust master|worker`: distributed load on Locust, run as a `locust` subprocess.
+
+The command only builds Locust's command line and execs it: Locust (and gevent's
+monkey-patching) runs in a fresh interpreter, never alongside tokspeed's asyncio code.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from tokspeed.distributed.options import LocustOptions
+from tokspeed.errors import ConfigError
+
+HELP = """Distributed load on Locust's master/worker mode (needs the extra: pip install 'tokspeed\\[locust]').
+
+  # on each load host
+  tokspeed locust worker --master 10.0.0.5
+  # on the master
+  tokspeed locust master --target http://llm:8000/v1 --users 2000 --spawn-rate 100 \\
+      --duration 10m --expect-workers 8 --out runs/fleet
+
+Each Locust user is one tokspeed stream (concurrency = users); --rate R paces the users instead
+(each starts a request every users/R s). The master writes a normal results directory
+(run.json + requests.jsonl): tokspeed report/compare/diagnose work on it unchanged. Locust's own
+statistics show TTFT, TPOT and E2E. Workers read the API key from their own OPENAI_API_KEY.
+Or with plain Locust: locust -f $(python -c "import tokspeed.locust as m; print(m.__file__)")
+"""
+
+app = typer.Typer(help=HELP, no_args_is_help=True)
+LOCUSTFILE = Path(__file__).resolve().parent.parent / "locust.py"
+DEFAULT_PORT = 5557
+
+
+def _require_locust() -> None:
+    if importlib.util.find_spec("locust") is None:
+        raise ConfigError("Locust is not installed", hint="pip install 'tokspeed[locust]'")
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    """Refuse a results directory that holds a run before Locust starts (the master checks again)."""
+    from tokspeed.results import REQUESTS_FILE, RUN_FILE
+
+    existing = [name for name in (RUN_FILE, REQUESTS_FILE) if (out / name).exists()]
+    if existing and not overwrite:
+        raise ConfigError(f"{out} already holds a run ({', '.join(existing)})",
+                          hint="choose a new --out directory, or pass --overwrite to replace it")
+
+
+def _run(args: list[str]) -> NoReturn:
+    """Become `python -m locust -f tokspeed/locust.py ARGS` (exec: signals and exit code are Locust's own)."""
+    _require_locust()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args])
+
+
+@app.command("master", help="Run the Locust master: spread the users over the workers, merge their records into --out.")
+def master(
+    target: Annotated[str, typer.Option("--target", help="OpenAI-compatible base URL, e.g. http://llm:8000/v1")],
+    out: Annotated[Path, typer.Option("--out", help="results directory (run.json + requests.jsonl)")],
+    users: Annotated[int, typer.Option("--users", "-u", min=1, help="Locust users = concurrent streams")] = 8,
+    spawn_rate: Annotated[float, typer.Option("--spawn-rate", "-r", min=0.001, help="users started per second")] = 10.0,
+    duration: Annotated[str, typer.Option("--duration", "-t", help="run time in Locust's format: 90s, 10m, 1h30m")] = "1m",
+    expect_workers: Annotated[int, typer.Option("--expect-workers", min=1, help="start when this many workers joined")] = 1,
+    rate: Annotated[float, typer.Option("--rate", min=0.0, help="requests/s over all users (0: closed loop)")] = 0.0,
+    api: Annotated[str, typer.Option("--api", help="chat or completions")] = "chat",
+    model: Annotated[str | None, typer.Option("--model", help="model name (default: the first one /models lists)")] = None,
+    dataset: Annotated[str, typer.Option("--dataset", help="builtin, synthetic, or a prompt file (on every worker)")] = "synthetic",
+    input_tokens: Annotated[str | None, typer.Option("--input-tokens", help="synthetic prompt length: N, uniform:a,b, normal:m,sd (default 128)")] = None,
+    output_tokens: Annotated[str, typer.Option("--output-tokens", help="max_tokens per request: N or a distribution")] = LocustOptions.output_tokens,
+    seed: Annotated[int, typer.Option("--seed", help="seed of the prompts")] = 0,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="per-request timeout, seconds")] = LocustOptions.timeout_s,
+    bind: Annotated[str, typer.Option("--bind", help="address the master listens on for workers")] = "*",
+    port: Annotated[int, typer.Option("--port", help="port the master listens on for workers")] = DEFAULT_PORT,
+    stop_timeout: Annotated[float, typer.Option("--stop-timeout", min=0.0, help="seconds users may finish their request at the end (0: in-flight requests end as incomplete)")] = 0.0,
+    web: Annotated[bool, typer.Option("--web", help="keep Locust's web UI on (it quits 5 s after the run)")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing results directory")] = False,
+) -> None:
+    _require_locust()
+    _check_out(out, overwrite)
+    options = LocustOptions(out=str(out), overwrite=overwrite, api=api, model=model, dataset=dataset,
+                            input_tokens=input_tokens, output_tokens=output_tokens, seed=seed, rate=rate,
+                            timeout_s=timeout, users=users)
+    mode = ["--autostart", "--autoquit", "5"] if web else ["--headless", "--only-summary"]
+    args = ["--master", *mode, "--host", target, "--users", str(users), "--spawn-rate", f"{spawn_rate:g}",
+            "--run-time", duration, "--expect-workers", str(expect_workers), "--master-bind-host", bind,
+            "--master-bind-port", str(port), "--stop-timeout", f"{stop_timeout:g}", "--exit-code-on-error", "0",
+            *options.locust_args()]
+    _run(args)
+
+
+@app.command("worker", help="Run a Locust worker that generates load for the master at --master.")
+def worker(
+    master_host: Annotated[str, typer.Option("--master", help="the master's address")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="the master's port")] = DEFAULT_PORT,
+) -> None:
+    _run(["--worker", "--master-host", master_host, "--master-port", str(port)])

@@ -1,0 +1,113 @@
+"""What a Locust master's run.json says: the profile, config, target and workload of a distributed run.
+
+How Locust's load maps onto tokspeed's profiles (README "Distributed load with Locust"):
+- U users, no rate: profile `concurrency` U, a closed loop: each user sends its next request
+  as soon as the previous one ended, exactly like `tokspeed run --concurrency U`.
+- U users and `--rate R`: profile `rate` R with constant arrivals and at most U in flight: each
+  user starts a request every U/R s on a fixed schedule; a user whose response takes longer
+  than U/R s falls behind (lateness grows) instead of skipping, so add users when lateness does.
+Users ramp up at Locust's spawn rate; requests sent during the ramp are measured (there is no
+warm-up phase), and the measurement window runs from the first request sent to the last end.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tokspeed.backends.redact import redact_url
+from tokspeed.distributed.merge import RecordMerger
+from tokspeed.distributed.options import LocustOptions
+from tokspeed.results import RunResult, RunStatus, now_iso
+
+CLOCKS = ("per worker: each worker times its requests on its own monotonic clock and converts them to Unix-epoch "
+          "ns with its own wall anchor (profile.distributed.workers[].wall_anchor_ns); durations never mix clocks, "
+          "absolute times across workers are as aligned as the workers' wall clocks (use NTP)")
+
+
+def profile_for(options: LocustOptions, users: int) -> tuple[str, dict[str, Any]]:
+    """The benchmark's name and profile for `users` Locust users under `options`."""
+    if options.rate > 0:
+        profile: dict[str, Any] = {"kind": "rate", "rate": options.rate, "arrival": "constant",
+                                   "max_concurrency": users}
+        name = f"rate {options.rate:g}/s constant, max {users} in flight (locust)"
+    else:
+        profile = {"kind": "concurrency", "concurrency": users}
+        name = f"concurrency {users} (locust)"
+    return name, profile
+
+
+def open_merger(options: LocustOptions, host: str | None, facts: dict[str, Any]) -> RecordMerger | None:
+    """The master's results directory (None without --tokspeed-out), run.json saying "running"."""
+    if not options.out:
+        return None
+    skeleton = RunResult.model_validate({
+        "started_at": now_iso(),
+        "config": _config(options, host, facts),
+        "environment": _environment(facts),
+        "target": _target(options, host, options.model),
+        "workload": _workload(options),
+    })
+    return RecordMerger(Path(options.out), skeleton, overwrite=options.overwrite, facts=facts)
+
+
+def finish_run(merger: RecordMerger, options: LocustOptions, ran_s: float | None = None) -> RunResult:
+    """Summarise what arrived and write run.json (again, if late batches came in).
+
+    `ran_s`, how long the test ran: a run that ended more than a second before its run time
+    (a signal, the last worker gone) is "interrupted", else "complete".
+    """
+    facts = merger.facts
+    users = int(facts.get("users") or options.users or 0)
+    name, profile = profile_for(options, users)
+    profile["distributed"] = {"engine": "locust", "locust_version": facts.get("locust_version"), "clocks": CLOCKS}
+    if merger.model is not None and merger.result.target.get("model") is None:
+        merger.result = merger.result.model_copy(
+            update={"target": {**merger.result.target, "model": merger.model}})
+    run_time = float(facts.get("run_time") or 0)
+    status: RunStatus = "interrupted" if run_time and ran_s is not None and ran_s < run_time - 1.0 else "complete"
+    return merger.finish(name, profile, status)
+
+
+def _config(options: LocustOptions, host: str | None, facts: dict[str, Any]) -> dict[str, Any]:
+    users = int(facts.get("users") or options.users or 0)
+    return {
+        "target": redact_url(host) if host else None,
+        "profile": "rate" if options.rate > 0 else "concurrency",
+        "concurrency": users,
+        "rate": options.rate or None,
+        "api": options.api,
+        "model": options.model,
+        "dataset": options.dataset,
+        "input_tokens": options.input_tokens,
+        "output_tokens": options.output_tokens,
+        "seed": options.seed,
+        "timeout_s": options.timeout_s,
+        "include_usage": options.include_usage,
+        "engine": "locust",
+        "locust": {k: v for k, v in facts.items() if k != "locust_version"},
+    }
+
+
+def _target(options: LocustOptions, host: str | None, model: str | None) -> dict[str, Any]:
+    return {"kind": "openai-http", "url": redact_url(host) if host else None, "model": model, "api": options.api,
+            "stream": True, "include_usage": options.include_usage}
+
+
+def _environment(facts: dict[str, Any]) -> dict[str, Any]:
+    from tokspeed.environment import capture_environment
+
+    env = capture_environment()
+    env["role"] = "locust master (load generated by the workers listed in the profile)"
+    env["locust_version"] = facts.get("locust_version")
+    return env
+
+
+def _workload(options: LocustOptions) -> dict[str, Any]:
+    from tokspeed.errors import TokspeedError
+
+    try:
+        workload = options.workload()
+    except TokspeedError as exc:  # e.g. a prompt file present on the workers only
+        return {"name": options.dataset, "note": f"not readable on the master: {exc}"}
+    return workload.describe()

@@ -1,0 +1,133 @@
+"""The tokspeed settings a Locust run carries, as Locust custom arguments (`--tokspeed-*`).
+
+Locust sends a master's custom arguments to every worker with each spawn message, so a worker
+started with only `--master HOST` still builds the same workload and request bodies. The API
+key is the exception: it is never an argument (Locust would ship it to every worker and show
+it in its web UI); each worker reads it from its own `OPENAI_API_KEY`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tokspeed.config import DEFAULT_OUTPUT_TOKENS, DEFAULT_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from tokspeed.workload import Workload
+
+API_KEY_ENV = "OPENAI_API_KEY"
+SYNTHETIC_INPUT_TOKENS = "128"
+INDEX_STRIDE = 1024  # request i of worker w has index i × STRIDE + w: unique across up to 1024 workers
+
+
+@dataclass(frozen=True)
+class LocustOptions:
+    """What a tokspeed Locust user needs besides Locust's own options (host, users, run time)."""
+
+    out: str | None = None
+    overwrite: bool = False
+    api: str = "chat"
+    model: str | None = None
+    dataset: str = "synthetic"
+    input_tokens: str | None = None  # synthetic prompts: SYNTHETIC_INPUT_TOKENS when not given
+    output_tokens: str = DEFAULT_OUTPUT_TOKENS
+    seed: int = 0
+    rate: float = 0.0  # requests per second over all users; 0: closed loop (each user back to back)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    include_usage: bool = True
+    users: int = 0  # the master's user count, so each worker can pace its users for `rate`
+
+    # Locust's argument names: dest -> (flag, help)
+    @staticmethod
+    def arguments() -> dict[str, tuple[str, Any, str]]:
+        d = LocustOptions()
+        return {
+            "tokspeed_out": ("--tokspeed-out", d.out, "master: results directory (run.json + requests.jsonl)"),
+            "tokspeed_overwrite": ("--tokspeed-overwrite", d.overwrite, "master: replace an existing results directory"),
+            "tokspeed_api": ("--tokspeed-api", d.api, "chat or completions"),
+            "tokspeed_model": ("--tokspeed-model", d.model, "model name (default: the first one /models lists)"),
+            "tokspeed_dataset": ("--tokspeed-dataset", d.dataset, "builtin, synthetic, or a prompt file on every worker"),
+            "tokspeed_input_tokens": ("--tokspeed-input-tokens", d.input_tokens, f"synthetic prompt length spec (default {SYNTHETIC_INPUT_TOKENS})"),
+            "tokspeed_output_tokens": ("--tokspeed-output-tokens", d.output_tokens, "max_tokens spec per request"),
+            "tokspeed_seed": ("--tokspeed-seed", d.seed, "seed of the prompts"),
+            "tokspeed_rate": ("--tokspeed-rate", d.rate, "requests/s over all users (0: closed loop)"),
+            "tokspeed_timeout": ("--tokspeed-timeout", d.timeout_s, "per-request timeout, seconds"),
+            "tokspeed_no_usage": ("--tokspeed-no-usage", not d.include_usage, "do not ask for stream_options.include_usage"),
+            "tokspeed_users": ("--tokspeed-users", d.users, "set by the master: its --users, for pacing --tokspeed-rate"),
+        }
+
+    @classmethod
+    def from_namespace(cls, ns: Any) -> LocustOptions:
+        """From Locust's parsed options (attributes named like `arguments()`'s keys)."""
+        d = cls()
+
+        def get(name: str, default: Any) -> Any:
+            value = getattr(ns, name, None)
+            return default if value is None or value == "" else value
+
+        return cls(
+            out=get("tokspeed_out", d.out),
+            overwrite=_flag(get("tokspeed_overwrite", d.overwrite)),
+            api=str(get("tokspeed_api", d.api)),
+            model=get("tokspeed_model", d.model),
+            dataset=str(get("tokspeed_dataset", d.dataset)),
+            input_tokens=get("tokspeed_input_tokens", d.input_tokens),
+            output_tokens=str(get("tokspeed_output_tokens", d.output_tokens)),
+            seed=int(get("tokspeed_seed", d.seed)),
+            rate=float(get("tokspeed_rate", d.rate)),
+            timeout_s=float(get("tokspeed_timeout", d.timeout_s)),
+            include_usage=not _flag(get("tokspeed_no_usage", not d.include_usage)),
+            users=int(get("tokspeed_users", d.users)),
+        )
+
+    def locust_args(self) -> list[str]:
+        """This object as `--tokspeed-*` command-line arguments for `locust` (defaults left out)."""
+        values = {
+            "tokspeed_out": self.out, "tokspeed_overwrite": self.overwrite, "tokspeed_api": self.api,
+            "tokspeed_model": self.model, "tokspeed_dataset": self.dataset, "tokspeed_input_tokens": self.input_tokens,
+            "tokspeed_output_tokens": self.output_tokens, "tokspeed_seed": self.seed, "tokspeed_rate": self.rate,
+            "tokspeed_timeout": self.timeout_s, "tokspeed_no_usage": not self.include_usage,
+            "tokspeed_users": self.users,
+        }
+        out: list[str] = []
+        for dest, (flag, default, _) in self.arguments().items():
+            value = values[dest]
+            if value is None or value == default:
+                continue
+            if isinstance(value, bool):
+                out.append(flag)
+            else:
+                out += [flag, str(value)]
+        return out
+
+    def workload(self) -> Workload:
+        """The workload every worker builds alike (request i is the same on every host)."""
+        from tokspeed.workload import load_workload
+
+        synthetic = self.dataset.strip().lower() == "synthetic"
+        input_tokens = self.input_tokens or (SYNTHETIC_INPUT_TOKENS if synthetic else None)
+        return load_workload(self.dataset, api=self.api, input_tokens=input_tokens,
+                             output_tokens=self.output_tokens, seed=self.seed)
+
+    def pacing_interval_s(self) -> float | None:
+        """Seconds between one user's request starts: `rate` spread over `users` (None: closed loop)."""
+        if self.rate <= 0:
+            return None
+        return max(self.users, 1) / self.rate
+
+
+def api_key() -> str | None:
+    return os.environ.get(API_KEY_ENV) or None
+
+
+def request_index(local: int, worker_index: int) -> int:
+    """A run-wide unique request index from a worker's own counter (prompts differ across workers)."""
+    return local * INDEX_STRIDE + (worker_index % INDEX_STRIDE)
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)

@@ -1,0 +1,296 @@
+"""A blocking OpenAI-compatible client for Locust users: one keep-alive socket per user.
+
+Why a plain socket and not FastHttpUser/geventhttpclient: a streamed response there passes
+through the library's own buffered reader and response object before tokspeed sees a byte, and
+the time at which a read is handed over is not the time it arrived. Here each `recv()` returns
+as soon as the (gevent-patched, inside Locust) socket has data; `perf_counter_ns()` is taken
+right after it, before any parsing, exactly as the asyncio client does in `data_received`.
+HTTP framing is parsed by llhttp (httptools), and the SSE events go to the asyncio backend's
+own sink (`openai_http._Response`), so the records, token counts, anomalies and error kinds
+are the same code's output, not a re-implementation. Without gevent the same class works as
+an ordinary blocking client (the unit tests use it that way).
+
+A user sends one request at a time, so one connection per user needs no pool. A connection
+that cannot be reused (closed by the server, a response cut short) is reopened on the next
+request and that request's `connect_duration_ns` says so.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from time import perf_counter_ns
+from typing import Any
+from urllib.parse import urlsplit
+
+import httptools
+import orjson
+
+from tokspeed.backends.http1 import (
+    DRAIN_S,
+    BadFraming,
+    BadResponse,
+    ConnectionLost,
+    Endpoint,
+    ResponseSink,
+    request_bytes,
+    request_head,
+)
+from tokspeed.backends.openai_http import (
+    OpenAIHTTPBackend,
+    _clean_ids,
+    _describe,
+    _fail,
+    _Response,
+    _StreamState,
+)
+from tokspeed.errors import TargetError
+from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status
+
+READ_SIZE = 65536
+_ERROR_SNIPPET = 300
+
+
+class SyncConnection:
+    """One blocking HTTP/1.1 keep-alive connection; `exchange()` parses a response as it is read."""
+
+    def __init__(self, endpoint: Endpoint, timeout_s: float) -> None:
+        sock = socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if endpoint.tls:
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=endpoint.host)
+        self.sock = sock
+        self.timeout_s = timeout_s
+        self.closed = False
+        self.keep_alive = True
+        self._sink: ResponseSink | None = None
+        self._parser: httptools.HttpResponseParser | None = None
+        self._headers: dict[str, str] = {}
+        self._now = 0
+        self._interim = False
+        self._in_body = False
+        self._to_close = False
+        self._complete = False
+        self._detached_at: int | None = None
+
+    # exchange ------------------------------------------------------------------
+    def exchange(self, data: bytes, sink: ResponseSink) -> int:
+        """Send `data`; return the time of the read that ended the response (or the sink's detach)."""
+        self._sink, self._parser = sink, httptools.HttpResponseParser(self)
+        self._in_body = self._to_close = self._complete = False
+        self._detached_at = None
+        self.sock.sendall(data)
+        while not self._complete and self._detached_at is None:
+            self._read()
+        end = self._detached_at if self._detached_at is not None else self._now
+        if not self._complete:
+            self._drain()
+        return end
+
+    def detach(self, now: int) -> None:
+        """The sink has what it needs (the stream said it is over): stop handing it data."""
+        self._sink = None
+        self._detached_at = now
+
+    def _read(self) -> None:
+        data = self.sock.recv(READ_SIZE)
+        self._now = perf_counter_ns()  # the read's time, before anything else
+        if not data:
+            self.closed = True
+            if self._to_close and self._in_body:  # the body ran to the close: that is its end
+                self._complete = True
+                return
+            where = "before the response ended" if self._in_body else "before the response"
+            raise ConnectionLost(f"server closed the connection {where}")
+        assert self._parser is not None
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            raise BadResponse("the server switched protocols") from None
+        except httptools.HttpParserError as exc:
+            raise (BadFraming(f"bad body framing: {exc}") if self._in_body else BadResponse(f"not HTTP/1.x: {exc}"))
+
+    def _drain(self) -> None:
+        """Read the rest of a detached body (the HTTP terminator after `[DONE]`), or give the connection up."""
+        if self.closed or not self.keep_alive or self._to_close:
+            self.keep_alive = False
+            return
+        self.sock.settimeout(DRAIN_S)
+        try:
+            while not self._complete:
+                self._read()
+        except (OSError, ConnectionLost, BadFraming, BadResponse):
+            self.keep_alive = False
+        finally:
+            self.sock.settimeout(self.timeout_s)
+
+    @property
+    def reusable(self) -> bool:
+        return not self.closed and self.keep_alive
+
+    def close(self) -> None:
+        self.closed = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    # llhttp callbacks ------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._headers = {}
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key = name.decode("latin-1").lower()
+        val = value.decode("latin-1")
+        self._headers[key] = f"{self._headers[key]}, {val}" if key in self._headers else val
+
+    def on_headers_complete(self) -> None:
+        assert self._parser is not None
+        status = self._parser.get_status_code()
+        self._interim = 100 <= status < 200
+        if self._interim:
+            return
+        headers = self._headers
+        self.keep_alive = bool(self._parser.should_keep_alive())
+        self._in_body = True
+        framed = "content-length" in headers or "chunked" in headers.get("transfer-encoding", "").lower()
+        self._to_close = not framed and status not in (204, 304)
+        if self._to_close:
+            self.keep_alive = False
+        if self._sink is not None:
+            self._sink.on_head(status, headers)
+
+    def on_body(self, body: bytes) -> None:
+        sink = self._sink
+        if sink is not None and body:
+            sink.on_body(body, self._now)
+
+    def on_message_complete(self) -> None:
+        if not self._interim:
+            self._complete = True
+
+
+class SyncOpenAIClient:
+    """Sends workload requests for one Locust user and fills `RequestRecord`s.
+
+    Request bodies, token counting, sample text and error redaction come from an (unstarted)
+    `OpenAIHTTPBackend` built with the same settings, so the distributed path cannot drift
+    from the single-process one.
+    """
+
+    def __init__(self, backend: OpenAIHTTPBackend, timeout_s: float = 600.0) -> None:
+        self.backend = backend
+        self.timeout_s = timeout_s
+        self._endpoint = Endpoint(backend._url)
+        self._conn: SyncConnection | None = None
+
+    def send(self, spec: RequestSpec, record: RequestRecord) -> None:
+        """Send `spec` and fill `record`; failures land in the record, a kill (GreenletExit) marks it incomplete."""
+        backend = self.backend
+        data = request_bytes(backend._head, orjson.dumps(backend._body(spec)))
+        record.max_tokens = spec.max_tokens
+        record.input_tokens = spec.input_tokens
+        record.input_tokens_source = spec.input_tokens_source
+        keep_text = record.index < backend._keep_text_for or backend._counter is not None
+        state = _StreamState(keep_text)
+        try:
+            self._attempt(data, record, state)
+        finally:
+            if record.error is not None:
+                record.error = backend._redact(record.error)[:_ERROR_SNIPPET]
+
+    def _attempt(self, data: bytes, record: RequestRecord, state: _StreamState) -> None:
+        response = _Response(record, state, self.backend.stream)
+        record.sent_ns = perf_counter_ns()
+        conn = None
+        try:
+            conn = self._connection(record)
+            response.conn = conn  # type: ignore[assignment]  # it has the `detach` the sink calls
+            record.sent_ns = perf_counter_ns()
+            response.end_ns = conn.exchange(data, response)
+        except ConnectionLost as exc:
+            kind = ErrorKind.BROKEN if response.status is not None else ErrorKind.CONNECT
+            _fail(record, Status.ERROR, kind, _describe(exc))
+            return
+        except BadFraming as exc:
+            _fail(record, Status.ERROR, ErrorKind.BROKEN, _describe(exc))
+            return
+        except BadResponse as exc:
+            _fail(record, Status.ERROR, ErrorKind.PROTOCOL, _describe(exc))
+            return
+        except TimeoutError:
+            _fail(record, Status.ERROR, ErrorKind.TIMEOUT, f"no complete response within {self.timeout_s:g} s")
+            return
+        except OSError as exc:  # connect refused, reset, TLS
+            kind = ErrorKind.BROKEN if response.status is not None else ErrorKind.CONNECT
+            _fail(record, Status.ERROR, kind, _describe(exc))
+            return
+        except BaseException:  # GreenletExit when Locust stops the user, KeyboardInterrupt
+            _fail(record, Status.INCOMPLETE, None, "cancelled before completion")
+            raise
+        finally:
+            if conn is not None and (response.end_ns is None or not conn.reusable):
+                conn.close()
+                self._conn = None
+            _clean_ids(record)
+        response.conclude()
+        self.backend._finish(record, state)
+
+    def _connection(self, record: RequestRecord) -> SyncConnection:
+        if self._conn is not None and self._conn.reusable:
+            return self._conn
+        t0 = perf_counter_ns()
+        self._conn = SyncConnection(self._endpoint, self.timeout_s)
+        record.connect_duration_ns = perf_counter_ns() - t0
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def get_json(url: str, headers: dict[str, str], timeout_s: float = 15.0) -> Any:
+    """GET `url` with a fresh blocking connection and parse the JSON answer (TargetError if that fails)."""
+    endpoint = Endpoint(url)
+    parts = urlsplit(url)
+    head = request_head("GET", parts.path or "/", endpoint, headers)
+    sink = _Collect()
+    try:
+        conn = SyncConnection(endpoint, timeout_s)
+        try:
+            conn.exchange(request_bytes(head, b""), sink)
+        finally:
+            conn.close()
+    except (OSError, ConnectionLost, BadFraming, BadResponse) as exc:
+        raise TargetError(f"cannot reach {url}: {_describe(exc)}",
+                          hint="is the server running? check --target, e.g. http://127.0.0.1:8000/v1") from None
+    if sink.status != 200:
+        raise TargetError(f"GET {url} answered HTTP {sink.status}", hint="check --target and --model")
+    try:
+        return orjson.loads(b"".join(sink.parts))
+    except orjson.JSONDecodeError:
+        raise TargetError(f"GET {url} did not answer JSON", hint="check --target (it should end in /v1)") from None
+
+
+def discover_model(base_url: str, headers: dict[str, str]) -> str:
+    """The first model `GET /models` lists (what the asyncio backend does when --model is not given)."""
+    body = get_json(f"{base_url.rstrip('/')}/models", headers)
+    data = body.get("data") if isinstance(body, dict) else None
+    if not data or not isinstance(data[0], dict):
+        raise TargetError(f"{base_url}/models lists no model", hint="pass --model NAME")
+    return str(data[0].get("id"))
+
+
+class _Collect:
+    """A sink that keeps a whole (small) response."""
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+        self.parts: list[bytes] = []
+
+    def on_head(self, status: int, headers: dict[str, str]) -> None:
+        self.status = status
+
+    def on_body(self, data: bytes, now: int) -> None:
+        self.parts.append(data)

@@ -1,0 +1,85 @@
+"""Summaries per stage and per workload class of a scheduled load point.
+
+A scheduled point (`tokspeed.load.timeline`) labels each measured record with
+its stage (`RequestRecord.stage`: the window it was *scheduled* in) and its class
+(`RequestRecord.workload_class`). Each group gets an ordinary `Summary` over its
+own records, so every metric of a point exists per stage and per class:
+
+* stage: `summarize(records of the stage, the run's SLOs, target rate)` where the
+  target rate is the window's mean rate, (r_start + r_end)/2 (none for a concurrency
+  stage, a closed loop: no schedule metrics); its window_s and
+  throughput are over the stage's own requests (first sent to last finished, which
+  may run past the stage's end);
+* class: `summarize(records of the class, the class's SLOs, the class's rate)`, so
+  its goodput judges each request against its own class's thresholds;
+* classes together (`classes_goodput`): good = Σ good of each class (a class
+  without SLOs counts each completed request as good), requests_per_s = good /
+  the point's window_s, fraction = good / Σ completed; None when no class has SLOs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from tokspeed.metrics.schema import Goodput, Summary
+from tokspeed.metrics.slo import parse_slo
+from tokspeed.metrics.summary import summarize
+from tokspeed.records import RequestRecord
+
+if TYPE_CHECKING:
+    from tokspeed.config import RunConfig
+    from tokspeed.load.timeline import Timeline, Window
+    from tokspeed.results import Benchmark
+
+
+class GroupResult(BaseModel):
+    """One stage or class of a point: what it asked for and the summary of its requests."""
+
+    profile: dict[str, Any] = Field(default_factory=dict)
+    summary: Summary
+
+
+def add_groups(bench: Benchmark, timeline: Timeline, records: Sequence[RequestRecord], cfg: RunConfig) -> None:
+    """Fill `bench.stages`, `bench.classes` and `bench.classes_goodput` from the labelled records."""
+    measured = [r for r in records if not r.warmup]
+    if timeline.windows:
+        bench.stages = {
+            w.name: GroupResult(
+                profile=w.describe(),
+                summary=summarize([r for r in measured if r.stage == w.name], cfg.slos, _target(w)),
+            )
+            for w in timeline.windows
+        }
+    if timeline.classes and cfg.classes:
+        bench.classes = {}
+        for c in cfg.classes:
+            mine = [r for r in measured if r.workload_class == c.name]
+            profile = {"rate": c.rate, "arrival": c.arrival, "slo": list(c.slo)}
+            bench.classes[c.name] = GroupResult(profile=profile, summary=summarize(mine, [parse_slo(s) for s in c.slo], c.rate))
+        bench.classes_goodput = together(bench.classes, bench.summary.window_s)
+
+
+def _target(w: Window) -> float | None:
+    """A rate window's mean rate, (r_start + r_end)/2; None for a concurrency stage (closed loop)."""
+    return None if w.concurrency is not None else (w.rate + w.rate_end) / 2
+
+
+def together(classes: dict[str, GroupResult], window_s: float | None) -> Goodput | None:
+    """Goodput of all classes at once, each judged on its own SLOs (see the module docstring)."""
+    if not any(g.summary.goodput is not None for g in classes.values()):
+        return None
+    good = sum(
+        g.summary.goodput.good if g.summary.goodput is not None else g.summary.requests.completed
+        for g in classes.values()
+    )
+    completed = sum(g.summary.requests.completed for g in classes.values())
+    slos = [f"{name}: {s}" for name, g in classes.items() if g.summary.goodput is not None for s in g.summary.goodput.slos]
+    return Goodput(
+        good=good,
+        requests_per_s=good / window_s if window_s else None,
+        fraction=good / completed if completed else None,
+        slos=slos,
+    )

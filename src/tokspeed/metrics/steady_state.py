@@ -1,0 +1,115 @@
+"""Steady-state detection: trim the ramp-up and the drain of a load point, and summarise what is left.
+
+A fixed `--warmup N` only drops the first N requests; the load may still be
+ramping (connections, caches, batch sizes) after them, and a run's tail always
+drains (in-flight requests finish while no new ones start). Here the window is
+found from the data:
+
+1. the token-arrival rate over time: the measured window (first send → last
+   end) cut into k equal bins (k = 100, fewer for short runs, at least 20), each
+   holding the output tokens that arrived in it (a chunk's tokens: its
+   chunk_tokens, else output_tokens / chunks of its request);
+2. MSER-5 (White 1997): average consecutive bins in batches of 5 (Z_1..Z_m) and
+   pick the truncation d ≤ m/2 minimising Σ_{j>d}(Z_j − Z̄_{>d})² / (m − d)²; the
+   ramp-up ends at batch d. The same on the reversed series gives the drain;
+3. the steady window is [start + d₁·5·bin, end − d₂·5·bin]; the steady summary
+   is the ordinary summary of the requests sent and finished inside it.
+
+Only for a point with one measured iteration (iterations restart the load) and
+enough tokens in time (≥ 20 bins of at least one token on average); else None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from tokspeed.metrics.schema import SteadyState, Summary
+from tokspeed.records import RequestRecord, Status
+
+NS_PER_S = 1_000_000_000
+SummaryOf = Callable[[Sequence[RequestRecord]], Summary]  # summarize with the point's SLOs and rate
+BATCH = 5
+MAX_BINS = 100
+MIN_BINS = 20
+
+
+def mser_truncation(series: Sequence[float] | np.ndarray, batch: int = BATCH) -> int:
+    """MSER-`batch`: how many leading values of `series` to drop (a multiple of `batch`).
+
+    Formula: Z_j = mean of values (j−1)·b … j·b − 1 (m = ⌊n / b⌋ whole batches);
+    d* = argmin_{0 ≤ d ≤ m/2} Σ_{j>d}(Z_j − Z̄_{>d})² / (m − d)²; returns d*·b.
+    0 when there are fewer than 2 batches.
+    """
+    x = np.asarray(series, dtype=np.float64)
+    m = x.size // batch
+    if m < 2:
+        return 0
+    z = x[: m * batch].reshape(m, batch).mean(axis=1)
+    # suffix sums give every candidate's statistic in one pass
+    rev = z[::-1]
+    s1 = np.cumsum(rev)[::-1]  # Σ_{j≥d} Z_j
+    s2 = np.cumsum(rev * rev)[::-1]
+    count = np.arange(m, 0, -1, dtype=np.float64)  # m − d
+    sse = s2 - s1 * s1 / count
+    stat = sse / (count * count)
+    limit = m // 2 + 1
+    return int(np.argmin(stat[:limit])) * batch
+
+
+def token_rate_series(records: Sequence[RequestRecord], bins: int) -> tuple[np.ndarray, int, int]:
+    """(tokens per bin, window start ns, window end ns) over the completed records' chunk arrivals."""
+    ok = [r for r in records if r.status is Status.OK and r.chunk_ns and r.end_ns is not None]
+    start = min(r.sent_ns for r in ok)
+    end = max(r.end_ns or 0 for r in ok)
+    times = np.concatenate([np.asarray(r.chunk_ns, dtype=np.int64) for r in ok])
+    weights = np.concatenate([_chunk_weights(r) for r in ok])
+    counts, _ = np.histogram(times - start, bins=bins, range=(0, max(1, end - start)), weights=weights)
+    return counts, start, end
+
+
+def _chunk_weights(r: RequestRecord) -> np.ndarray:
+    n = len(r.chunk_ns)
+    if r.chunk_tokens is not None and len(r.chunk_tokens) == n:
+        return np.asarray(r.chunk_tokens, dtype=np.float64)
+    share = (r.output_tokens or n) / n
+    return np.full(n, share)
+
+
+def steady_state(records: Sequence[RequestRecord], summary_of: SummaryOf) -> SteadyState | None:
+    """The detected steady window of one point's measured records and the summary over it (module docstring)."""
+    measured = [r for r in records if not r.warmup]
+    if len({r.iteration for r in measured}) != 1:
+        return None
+    ok = [r for r in measured if r.status is Status.OK and r.chunk_ns and r.end_ns is not None]
+    if len(ok) < 2:
+        return None
+    total_tokens = sum(len(r.chunk_ns) for r in ok)
+    bins = min(MAX_BINS, total_tokens)
+    if bins < MIN_BINS:
+        return None
+    series, start, end = token_rate_series(ok, bins)
+    width = (end - start) / bins
+    head = mser_truncation(series)
+    tail = mser_truncation(series[head:][::-1])
+    lo = start + int(head * width)
+    hi = end - int(tail * width)
+    inside = [r for r in measured if r.sent_ns >= lo and r.end_ns is not None and r.end_ns <= hi]
+    return SteadyState(
+        method="mser-5 on output tokens per bin",
+        bins=bins,
+        bin_s=width / NS_PER_S,
+        trimmed_start_s=(lo - start) / NS_PER_S,
+        trimmed_end_s=(end - hi) / NS_PER_S,
+        window_s=(hi - lo) / NS_PER_S,
+        full_window_s=(end - start) / NS_PER_S,
+        requests=len(inside),
+        summary=summary_of(inside) if inside else None,
+    )
+
+
+def with_steady_state(summary: Summary, records: Sequence[RequestRecord], summary_of: SummaryOf) -> Summary:
+    """`summary` with `steady_state` filled in (unchanged when none is detected)."""
+    found = steady_state(records, summary_of)
+    return summary if found is None else summary.model_copy(update={"steady_state": found})

@@ -1,0 +1,151 @@
+"""The Prometheus exporter: a collector on its own registry, served over HTTP by aiohttp.
+
+`MonitorCollector` turns the monitor's latest `ExportState` into metric
+families at scrape time (no prometheus_client global state: the registry is
+the collector's own). `serve_exporter` serves `/metrics` (text format 0.0.4)
+on the monitor's event loop and returns the runner and the bound port.
+Names are in `tokspeed.monitor.names`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokspeed.monitor import names
+from tokspeed.monitor.window import WindowFigures
+
+
+@dataclass
+class ExportState:
+    """What the exporter shows: the latest figures, lifetime counters, alert states, GPU readings."""
+
+    target: str
+    figures: WindowFigures | None = None
+    ok_total: int = 0
+    error_total: int = 0
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+    up: bool = False
+    last_probe_s: float | None = None
+    alerts: list[tuple[str, str, float | None]] = field(default_factory=list)  # (alert, state, value)
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    webhook_failures: int = 0
+
+
+class MonitorCollector:
+    """A prometheus_client custom collector over `state()`."""
+
+    def __init__(self, state: Callable[[], ExportState]) -> None:
+        self._state = state
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        s = self._state()
+        t = s.target
+        yield from _latency(s, GaugeMetricFamily)
+        for key, name in names.RUN_LEVEL.items():
+            g = GaugeMetricFamily(name, f"{key} over the rolling window", labels=["target"])
+            g.add_metric([t], _num(getattr(s.figures, key) if s.figures else None))
+            yield g
+        g = GaugeMetricFamily(names.WINDOW_REQUESTS, "Probes that ended inside the rolling window", labels=["target"])
+        g.add_metric([t], float(s.figures.completed + s.figures.errored) if s.figures else 0.0)
+        yield g
+        c = CounterMetricFamily(names.REQUESTS_TOTAL, "Probe requests ended, by outcome", labels=["target", "outcome"])
+        c.add_metric([t, "ok"], float(s.ok_total))
+        c.add_metric([t, "error"], float(s.error_total))
+        yield c
+        c = CounterMetricFamily(names.ERRORS_TOTAL, "Failed probe requests, by error kind", labels=["target", "kind"])
+        for kind, n in sorted(s.errors_by_kind.items()):
+            c.add_metric([t, kind], float(n))
+        yield c
+        g = GaugeMetricFamily(names.UP, "1 when the last probe completed, else 0", labels=["target"])
+        g.add_metric([t], 1.0 if s.up else 0.0)
+        yield g
+        g = GaugeMetricFamily(names.LAST_PROBE, "Unix time the last probe ended", labels=["target"])
+        g.add_metric([t], _num(s.last_probe_s))
+        yield g
+        yield from _alerts(s, GaugeMetricFamily)
+        yield from _gpus(s, GaugeMetricFamily)
+        c = CounterMetricFamily(names.WEBHOOK_FAILURES, "Alert webhook deliveries that failed", labels=["target"])
+        c.add_metric([t], float(s.webhook_failures))
+        yield c
+
+
+def _latency(s: ExportState, gauge: Any) -> Iterator[Any]:
+    for metric, (family, scale, help_text) in names.LATENCY.items():
+        dist = s.figures.dists.get(metric) if s.figures else None
+        g = gauge(family, help_text, labels=["target", "quantile"])
+        for stat, q in names.QUANTILE_OF_STAT.items():
+            g.add_metric([s.target, q], _num(getattr(dist, stat) if dist else None, scale))
+        yield g
+        m = gauge(names.mean_name(metric), f"Mean of {metric} over the rolling window", labels=["target"])
+        m.add_metric([s.target], _num(dist.mean if dist else None, scale))
+        yield m
+
+
+def _alerts(s: ExportState, gauge: Any) -> Iterator[Any]:
+    firing = gauge(names.ALERT_FIRING, "1 while the alert fires", labels=["alert", "target"])
+    pending = gauge(names.ALERT_PENDING, "1 while the alert's condition holds but its 'for' has not passed",
+                    labels=["alert", "target"])
+    value = gauge(names.ALERT_VALUE, "The value the alert read at its last evaluation", labels=["alert", "target"])
+    for alert, state, observed in s.alerts:
+        firing.add_metric([alert, s.target], 1.0 if state == "firing" else 0.0)
+        pending.add_metric([alert, s.target], 1.0 if state == "pending" else 0.0)
+        value.add_metric([alert, s.target], _num(observed))
+    yield from (firing, pending, value)
+
+
+def _gpus(s: ExportState, gauge: Any) -> Iterator[Any]:
+    util = gauge(names.GPU_UTIL, "GPU utilisation (NVML), percent", labels=["gpu", "target"])
+    mem = gauge(names.GPU_MEMORY, "GPU memory used (NVML), bytes", labels=["gpu", "target"])
+    for reading in s.gpus:
+        gpu = str(reading.get("gpu"))
+        util.add_metric([gpu, s.target], _num(reading.get("utilization_pct")))
+        used = reading.get("memory_used_mib")
+        mem.add_metric([gpu, s.target], _num(used, 2**20))
+    yield from (util, mem)
+
+
+def _num(value: float | None, scale: float = 1.0) -> float:
+    """NaN for a missing value (Prometheus' "no data" within a present series)."""
+    return math.nan if value is None else float(value) * scale
+
+
+def make_registry(state: Callable[[], ExportState]) -> Any:
+    """A fresh CollectorRegistry holding only the monitor's collector."""
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(MonitorCollector(state))  # type: ignore[arg-type]
+    return registry
+
+
+def render(registry: Any) -> bytes:
+    from prometheus_client import generate_latest
+
+    return bytes(generate_latest(registry))
+
+
+async def serve_exporter(registry: Any, host: str, port: int) -> tuple[Any, int]:
+    """Serve `/metrics` of `registry` on host:port (0 picks a free port); (AppRunner, bound port)."""
+    from aiohttp import web
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(body=render(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.add_routes([web.get("/metrics", metrics), web.get("/", metrics)])
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = port
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            bound = int(address[1])
+            break
+    return runner, bound

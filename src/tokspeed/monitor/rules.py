@@ -1,0 +1,120 @@
+"""Alert rules: parsing `ttft_p99_ms>800 for 2m` into an `AlertRule`.
+
+The condition is a metric name, an operator and a threshold, parsed by
+`tokspeed.metrics.slo.parse_slo` (names follow `<metric>_<stat>_<unit>`), so a
+monitor alert and a run's `--slo` read the same names. Unlike an SLO, the
+expression says when the alert is *on*: `ttft_p99_ms>800` fires while the
+rolling p99 TTFT is above 800 ms. `for D` (D a duration such as `30s`, `2m`)
+makes the condition hold that long before the alert fires; without it the
+alert fires on the first evaluation that meets it.
+
+Names a monitor can watch: percentile names of ttft/itl/tpot/e2e (ms) and
+decode (tokens_per_s) with stat p50, p90, p95, p99, p999, min, max or mean;
+error_rate, requests_per_s, output_tokens_per_s, total_tokens_per_s; and
+gpu_utilization_pct (mean over GPUs, when NVML telemetry is available).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tokspeed.config import parse_duration
+from tokspeed.errors import ConfigError
+from tokspeed.metrics.slo import SLO, parse_slo
+
+WINDOW_METRICS = ("ttft", "itl", "tpot", "e2e", "decode")  # per-request metrics kept in the window
+ALERT_STATS = ("p50", "p90", "p95", "p99", "p999", "min", "max", "mean")
+GPU_NAMES = ("gpu_utilization_pct",)
+_FOR_RE = re.compile(r"^(?P<cond>.*?)\s+for\s+(?P<dur>\S+)\s*$")
+_GPU_RE = re.compile(r"^\s*(gpu_utilization_pct)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
+_HINT = "write NAME OP VALUE [for DURATION], e.g. --alert 'ttft_p99_ms>800 for 2m' or --alert 'error_rate>0.02'"
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRule:
+    """One alert: `name` (the value it reads), `op`, `value`, and how long it must hold (`for_s`)."""
+
+    name: str  # e.g. ttft_p99_ms, error_rate, gpu_utilization_pct
+    op: str
+    value: float
+    for_s: float = 0.0
+    metric: str = ""  # base metric (ttft, ...) or the run-level name
+    stat: str | None = None
+
+    @property
+    def expression(self) -> str:
+        """The condition as the user wrote it, normalised: `ttft_p99_ms>800`."""
+        return f"{self.name}{self.op}{self.value:g}"
+
+    @property
+    def alert_name(self) -> str:
+        """A stable identifier valid as a Prometheus alert and label value: `ttft_p99_ms_gt_800`."""
+        op = {">": "gt", ">=": "ge", "<": "lt", "<=": "le"}[self.op]
+        value = f"{self.value:g}".replace("-", "neg").replace("+", "").replace(".", "_")
+        return f"{self.name}_{op}_{value}"
+
+    def __str__(self) -> str:
+        return self.expression + (f" for {prom_duration(self.for_s)}" if self.for_s else "")
+
+    def met(self, observed: float | None) -> bool:
+        """True when the alert condition holds; a missing value (no data in the window) never does."""
+        return SLO(metric=self.metric, stat=self.stat, unit="", op=self.op, value=self.value).holds(observed)
+
+
+def prom_duration(seconds: float) -> str:
+    """Seconds as a Prometheus duration: 120 -> "2m", 90 -> "1m30s", 0.5 -> "500ms"."""
+    ms = round(seconds * 1000)
+    if ms == 0:
+        return "0s"
+    parts = []
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
+        n, ms = divmod(ms, size)
+        if n:
+            parts.append(f"{n}{unit}")
+    return "".join(parts)
+
+
+def parse_alert(text: str) -> AlertRule:
+    """Parse `ttft_p99_ms>800 for 2m`, `error_rate>0.02`, `gpu_utilization_pct>=95 for 5m`."""
+    cond, for_s = _split_for(text)
+    gpu = _GPU_RE.match(cond)
+    if gpu:
+        name, op, raw = gpu.groups()
+        return AlertRule(name=name, op=op, value=float(raw), for_s=for_s, metric=name)
+    try:
+        slo = parse_slo(cond)
+    except ConfigError as exc:
+        raise ConfigError(f"--alert {text!r}: {exc}", hint=exc.hint or _HINT) from None
+    if slo.kind == "run":
+        return AlertRule(name=slo.name, op=slo.op, value=slo.value, for_s=for_s, metric=slo.metric)
+    if slo.metric not in WINDOW_METRICS or slo.stat not in ALERT_STATS:
+        raise ConfigError(
+            f"--alert {text!r}: the monitor cannot watch {slo.name!r}",
+            hint=f"use {', '.join(WINDOW_METRICS)} with a stat in {', '.join(ALERT_STATS)} "
+            "(e.g. ttft_p99_ms), error_rate, requests_per_s, output_tokens_per_s, total_tokens_per_s "
+            "or gpu_utilization_pct",
+        )
+    return AlertRule(name=slo.name, op=slo.op, value=slo.value, for_s=for_s, metric=slo.metric, stat=slo.stat)
+
+
+def _split_for(text: str) -> tuple[str, float]:
+    m = _FOR_RE.match(text.strip())
+    if not m:
+        return text, 0.0
+    try:
+        seconds = parse_duration(m.group("dur"))
+    except ConfigError:
+        raise ConfigError(f"--alert {text!r}: cannot parse duration {m.group('dur')!r}", hint=_HINT) from None
+    return m.group("cond"), seconds
+
+
+def parse_alerts(texts: list[str] | None) -> list[AlertRule]:
+    """Parse every `--alert`; two alerts with the same condition are one too many."""
+    rules = [parse_alert(t) for t in texts or ()]
+    seen: set[str] = set()
+    for rule in rules:
+        if rule.alert_name in seen:
+            raise ConfigError(f"--alert {rule.expression!r} is given twice", hint="give each condition once")
+        seen.add(rule.alert_name)
+    return rules

@@ -1,0 +1,182 @@
+"""`tokspeed locust master|worker` on loopback against the simulator: a Locust master and two
+worker processes give one merged results directory whose requests and timings are the simulator's
+truth, and a worker killed mid-run loses nothing it had already sent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from harness import Pair, SimServer, load_json, records, run_cli
+from test_accuracy import assert_causal, true_itl_ms, true_ttft_ms
+
+# find_spec, not importorskip: importing locust would monkey-patch this pytest process with gevent
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("locust") is None, reason="needs tokspeed[locust]")
+
+TTFT_MS, ITL_MS, TOKENS = 40.0, 8.0, 16
+STRIDE = 1024  # tokspeed.distributed.options.INDEX_STRIDE: a record's worker is index % STRIDE
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def tokspeed(*args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    return subprocess.Popen([sys.executable, "-m", "tokspeed", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            p.kill()
+        p.communicate(timeout=10)
+
+
+def start_fleet(procs: list[subprocess.Popen[str]], sim: SimServer, out: Path, duration: str, *extra: str
+                ) -> tuple[subprocess.Popen[str], list[subprocess.Popen[str]]]:
+    port = free_port()
+    master = tokspeed("locust", "master", "--target", sim.url, "--out", str(out), "--users", "8",
+                      "--spawn-rate", "100", "--duration", duration, "--expect-workers", "2", "--bind", "127.0.0.1",
+                      "--port", str(port), "--output-tokens", str(TOKENS), "--input-tokens", "32", *extra)
+    procs.append(master)
+    workers = [tokspeed("locust", "worker", "--master", "127.0.0.1", "--port", str(port)) for _ in range(2)]
+    procs.extend(workers)
+    return master, workers
+
+
+def pairs_by_worker(out: Path, sim: SimServer) -> list[Pair]:
+    """Each ok record with the simulator's entry, on the clock of the worker that sent it."""
+    run = load_json(out / "run.json")
+    offsets = {w["index"]: w["epoch_offset_ns"] for w in run["benchmarks"][0]["profile"]["distributed"]["workers"]}
+    truth = sim.entries()
+    return [Pair(client=r, sim=truth[r["response_id"]], offset=offsets[r["index"] % STRIDE])
+            for r in records(out) if r["status"] == "ok"]
+
+
+def test_master_and_two_workers_merge_records_that_match_the_simulator(
+    start_sim: Callable[..., SimServer], tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    sim = start_sim("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS))
+    out = tmp_path / "fleet"
+    master, workers = start_fleet(procs, sim, out, "4s")
+    stdout, _ = master.communicate(timeout=60)
+    assert master.returncode == 0, stdout
+    for w in workers:
+        w.communicate(timeout=20)
+        assert w.returncode == 0
+
+    run, recs, truth = load_json(out / "run.json"), records(out), sim.entries()
+    assert run["status"] == "complete"
+    # every request the server saw is in the merged file once, and nothing else is
+    assert len(recs) == len(truth) and len(recs) >= 80
+    ids = [r["response_id"] for r in recs if r["response_id"]]
+    assert len(set(ids)) == len(ids) and set(ids) <= set(truth)
+    ok = [r for r in recs if r["status"] == "ok"]
+    assert len(ok) == sum(v["status"] == "ok" for v in truth.values())
+    assert {r["status"] for r in recs} <= {"ok", "incomplete"}  # in flight at the end: incomplete, kept
+    assert len({r["index"] for r in recs}) == len(recs)
+    assert all(r["output_tokens"] == TOKENS and r["output_tokens_source"] == "usage" and
+               len(r["chunk_offsets_ns"]) == TOKENS for r in ok)
+
+    # both workers contributed and said goodbye; the profile says how Locust's load was read
+    bench = run["benchmarks"][0]
+    assert bench["profile"]["kind"] == "concurrency" and bench["profile"]["concurrency"] == 8
+    workers_info = bench["profile"]["distributed"]["workers"]
+    assert sorted(w["index"] for w in workers_info) == [0, 1]
+    assert all(w["ended"] == "stopped" and w["records"] > 20 and w["cpu_percent"] is not None for w in workers_info)
+    assert sum(w["records"] for w in workers_info) == len(recs)
+    assert {r["index"] % STRIDE for r in recs} == {0, 1}
+
+    # the timings are the simulator's truth (same tolerances as one process, test_accuracy.py)
+    s = bench["summary"]
+    ps = pairs_by_worker(out, sim)
+    assert s["requests"]["completed"] == len(ps) == len(ok)
+    assert_causal(ps)
+    assert s["ttft_ms"]["mean"] == pytest.approx(true_ttft_ms(ps), abs=3.0)
+    assert s["ttft_ms"]["mean"] == pytest.approx(TTFT_MS, abs=5.0)
+    assert s["itl_ms"]["mean"] == pytest.approx(true_itl_ms(ps), abs=1.0)
+    assert s["itl_ms"]["count"] == len(ok) * (TOKENS - 1)
+    true_e2e = np.mean([(q.sim["end_ns"] - q.sim["received_ns"]) / 1e6 for q in ps])
+    assert s["e2e_ms"]["mean"] == pytest.approx(true_e2e, abs=5.0)
+
+    # Locust's own statistics carried the LLM metrics by name
+    assert all(name in stdout for name in ("TTFT", "TPOT", "E2E"))
+
+    report = run_cli("report", str(out))
+    assert report.returncode == 0, report.stdout + report.stderr
+    assert "TTFT" in report.stdout
+
+
+def test_a_worker_killed_mid_run_keeps_its_sent_records(
+    start_sim: Callable[..., SimServer], tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    sim = start_sim("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS))
+    out = tmp_path / "fleet"
+    master, workers = start_fleet(procs, sim, out, "6s")
+    path = out / "requests.jsonl"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # wait until both workers' batches have reached the master
+        got = {r["index"] % STRIDE for r in records(out)} if path.exists() else set()
+        if got == {0, 1} and len(records(out)) >= 30:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the workers' records never reached the master")
+    killed = workers[0]
+    killed.send_signal(signal.SIGKILL)  # `tokspeed locust worker` execs Locust: this is the worker itself
+    killed.wait(10)
+    stdout, _ = master.communicate(timeout=60)
+    assert master.returncode == 0, stdout
+
+    run, recs = load_json(out / "run.json"), records(out)
+    assert run["status"] == "complete"
+    info = {w["pid"]: w for w in run["benchmarks"][0]["profile"]["distributed"]["workers"]}
+    lost, alive = info[killed.pid], info[workers[1].pid]
+    assert lost["ended"] == "lost" and alive["ended"] == "stopped"
+    # what the killed worker sent before dying is all there, and counted
+    mine = [r for r in recs if r["index"] % STRIDE == lost["index"]]
+    assert len(mine) == lost["records"] > 0
+    truth = sim.entries()
+    assert all(truth[r["response_id"]]["status"] == "ok" for r in mine if r["status"] == "ok")
+    # the survivor carried on to the end
+    assert alive["records"] > lost["records"]
+    assert any("stopped sending before the end" in w for w in run["warnings"])
+    assert run["benchmarks"][0]["summary"]["requests"]["completed"] == sum(r["status"] == "ok" for r in recs)
+    assert run_cli("report", str(out)).returncode == 0
+
+
+def test_a_rate_paces_the_users_on_a_fixed_schedule(
+    start_sim: Callable[..., SimServer], tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    sim = start_sim("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS))
+    out = tmp_path / "fleet"
+    master, _ = start_fleet(procs, sim, out, "3s", "--rate", "32")  # 8 users: each starts one every 0.25 s
+    stdout, _ = master.communicate(timeout=60)
+    assert master.returncode == 0, stdout
+    bench = load_json(out / "run.json")["benchmarks"][0]
+    assert bench["profile"]["kind"] == "rate" and bench["profile"]["rate"] == 32.0
+    assert bench["profile"]["max_concurrency"] == 8
+    s = bench["summary"]
+    assert s["throughput"]["requests_per_s"] == pytest.approx(32.0, rel=0.12)  # not the ~45/s 8 users could do
+    recs = [r for r in records(out) if r["status"] == "ok"]
+    for w in (0, 1):  # each worker runs 4 users; each user's requests are due exactly 0.25 s apart
+        sched = np.sort([r["scheduled_ns"] for r in recs if r["index"] % STRIDE == w])
+        assert len(sched) >= 30 and np.allclose((sched[4:] - sched[:-4]) / 1e6, 250.0, atol=0.01)
+    assert np.percentile([(r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in recs], 90) < 10  # on time
