@@ -290,6 +290,8 @@ class RunConfig(BaseModel):
             raise ValueError("conversation_rate (--conversation-rate) and concurrency (users) cannot be combined: pick one")
         if self.max_concurrency is not None and self.conversation_rate is None:
             raise ValueError("max_concurrency (--max-concurrency) applies to conversation_rate (--conversation-rate) only")
+        if self.images:  # a turn is built from the user text alone: images would silently not be sent
+            raise ValueError("images (--images) cannot be combined with multi_turn (--multi-turn) yet")
         if self.think_time is not None:
             from tokspeed.workload.conversation import parse_think_time
 

@@ -13,6 +13,13 @@ tokspeed imports it; `tokspeed locust master|worker` runs it in a `locust` subpr
 - Load: Locust users are tokspeed's concurrency (a closed loop). `--tokspeed-rate R` paces the
   users instead: each of the U users starts a request every U/R seconds on a fixed schedule
   (Locust's constant-throughput idea, with the schedule kept so lateness is measured).
+- Warm-up, `--tokspeed-requests N` and stages (`distributed.shaping`): a request started in the
+  first `--tokspeed-warmup-s` seconds (default: the spawn ramp) is warm-up, left out of the
+  statistics; each worker sends its share of N measured requests and the master stops at N;
+  the concurrency stages' LoadTestShape lives in `tokspeed/locust_stages.py` (this file plus
+  the shape), each record labelled with the stage the master announced when it started.
+- A worker that cannot start (target unreachable, no model) prints one `Error:` line, tells
+  the master why (`tokspeed_failed`) and quits; the master's run.json says "failed" and why.
 - Records: each worker serialises its finished records with its own clock anchor (times in
   Unix-epoch ns; durations from the worker's monotonic clock) and sends them in batches
   (`tokspeed_records` messages, every 0.5 s and at stop). The master appends them to
@@ -36,8 +43,21 @@ from locust.runners import STATE_MISSING, LocalRunner, MasterRunner, WorkerRunne
 from tokspeed.backends.openai_http import OpenAIHTTPBackend
 from tokspeed.distributed.batching import MESSAGE_TYPE, ClockAnchor, RecordBatcher
 from tokspeed.distributed.options import LocustOptions, api_key, request_index
-from tokspeed.distributed.sync_http import SyncOpenAIClient, discover_model
-from tokspeed.errors import TokspeedError
+from tokspeed.distributed.pacing import first_slot_ns
+from tokspeed.distributed.shaping import (
+    Quota,
+    StagePlan,
+    WarmupClock,
+    default_warmup_s,
+    locust_stages,
+    worker_quota,
+)
+from tokspeed.distributed.sync_http import (
+    SyncOpenAIClient,
+    check_reachable,
+    discover_model,
+)
+from tokspeed.errors import ConfigError, TokspeedError
 from tokspeed.metrics.request import e2e_ns, tpot_ns, ttft_ns
 from tokspeed.records import RequestRecord, Status
 
@@ -46,6 +66,12 @@ REQUEST_TYPE = "LLM"
 _SIDE = "tokspeed_worker_side"  # attribute of the Locust Environment holding this process's WorkerSide
 _MASTER = "tokspeed_master_side"
 STOP_MESSAGE = "tokspeed_stop"  # master -> workers: stop your users and send your last batch now
+STAGE_MESSAGE = "tokspeed_stage"  # master -> workers: requests started from now on belong to this stage
+FAILED_MESSAGE = "tokspeed_failed"  # worker -> master: this worker cannot run (why), and quits
+_STAGE = "tokspeed_stage"  # attribute of the Environment: the stage the master last announced
+_FAILED = "tokspeed_failed"  # attribute of the Environment: why this process's WorkerSide could not start
+PREFLIGHT_TIMEOUT_S = 15.0  # a worker's first connection to the target, before any user starts
+IDLE_S = 0.1  # how long a user whose worker has sent its share of --tokspeed-requests sleeps between looks
 FINAL_WAIT_S = 10.0  # beyond --stop-timeout, how long the master waits for the workers' last batches
 
 
@@ -60,6 +86,8 @@ class WorkerSide:
             raise ValueError("no target: pass --host http://HOST:PORT/v1 (tokspeed locust master --target)")
         key = api_key()
         headers = {"Authorization": f"Bearer {key}"} if key else {}
+        if opts.model:
+            check_reachable(host, min(opts.timeout_s, PREFLIGHT_TIMEOUT_S))
         model = opts.model or discover_model(host, headers)
         self.backend = OpenAIHTTPBackend(host, api=opts.api, model=model, api_key=key,
                                          include_usage=opts.include_usage, timeout_s=opts.timeout_s)
@@ -69,8 +97,12 @@ class WorkerSide:
         worker_id = runner.client_id if isinstance(runner, WorkerRunner) else "local"
         self.batcher = RecordBatcher(worker_id=worker_id, anchor=ClockAnchor.now())
         self._counter = itertools.count()
+        self.paced_users = itertools.count()  # numbers the users whose first slot `distributed.pacing` spreads
         interval = opts.pacing_interval_s()
         self.interval_ns = None if interval is None else int(interval * 1e9)
+        self.warmup = WarmupClock.starting(perf_counter_ns(), opts.warmup_s or 0.0)
+        share = worker_quota(opts.requests, max(opts.workers, 1), self.worker_index) if opts.requests > 0 else None
+        self.quota = Quota(share)
         self._process = psutil.Process()
         self._process.cpu_percent(None)  # starts the measurement: each batch then carries the CPU share since the last
         self._flusher = gevent.spawn(self._flush_loop)
@@ -78,9 +110,14 @@ class WorkerSide:
     def next_index(self) -> int:
         return request_index(next(self._counter), self.worker_index)
 
+    def stage(self) -> str | None:
+        """The stage the master announced last (None without stages)."""
+        return getattr(self.environment, _STAGE, None)
+
     def finished(self, record: RequestRecord) -> None:
         self.batcher.add(record)
-        _fire_events(self.environment, record)
+        if not record.warmup:  # Locust's statistics leave warm-up out too
+            _fire_events(self.environment, record)
 
     def _flush_loop(self) -> None:
         while True:
@@ -129,10 +166,10 @@ class TokspeedUser(User):
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
         side = getattr(environment, _SIDE, None)
-        if side is None:  # test_start did not run here (should not happen): build it now
-            side = _start_worker_side(environment)
-        self.side: WorkerSide = side
-        self.client = SyncOpenAIClient(side.backend, timeout_s=side.options.timeout_s)
+        if side is None and getattr(environment, _FAILED, None) is None:  # test_start did not run here: build it now
+            side = _try_worker_side(environment)
+        self.side: WorkerSide | None = side  # None: this worker could not start and is quitting
+        self.client = None if side is None else SyncOpenAIClient(side.backend, timeout_s=side.options.timeout_s)
         self._next_ns: int | None = None
 
     def wait_time(self) -> float:
@@ -140,13 +177,22 @@ class TokspeedUser(User):
 
     @task
     def request(self) -> None:
-        side = self.side
+        side, client = self.side, self.client
+        if side is None or client is None:
+            gevent.sleep(1.0)
+            return
         scheduled = self._scheduled(side.interval_ns)
+        warmup = side.warmup.warm(scheduled)
+        if not warmup and not side.quota.claim():  # this worker's share of --requests is sent
+            gevent.sleep(IDLE_S)
+            return
         index = side.next_index()
         spec = side.workload.request(index)
-        record = RequestRecord(index=index, iteration=1, warmup=False, scheduled_ns=scheduled)
+        record = RequestRecord(index=index, iteration=0 if warmup else 1, warmup=warmup, scheduled_ns=scheduled)
+        if not warmup:
+            record.stage = side.stage()
         try:
-            self.client.send(spec, record)
+            client.send(spec, record)
         finally:
             side.finished(record)
 
@@ -155,20 +201,52 @@ class TokspeedUser(User):
         now = perf_counter_ns()
         if interval_ns is None:
             return now
-        due = now if self._next_ns is None else self._next_ns
+        if self._next_ns is None:  # the first slot: spread over the interval, not a burst at the spawn instant
+            side = self.side
+            assert side is not None
+            origin = -side.batcher.anchor.epoch_offset_ns  # the Unix epoch on this clock: one grid for all workers
+            due = first_slot_ns(now, origin, interval_ns, next(side.paced_users), side.worker_index)
+        else:
+            due = self._next_ns
         self._next_ns = due + interval_ns
         if due > now:
             gevent.sleep((due - now) / 1e9)
         return due
 
     def on_stop(self) -> None:
-        self.client.close()
+        if self.client is not None:
+            self.client.close()
 
 
-def _start_worker_side(environment: Environment) -> WorkerSide:
-    side = WorkerSide(environment)
+def _try_worker_side(environment: Environment) -> WorkerSide | None:
+    """This process's WorkerSide; None when it cannot start (the failure is reported, the process quits)."""
+    try:
+        side = WorkerSide(environment)
+    except (TokspeedError, OSError, ValueError) as exc:
+        _worker_failed(environment, exc)
+        return None
     setattr(environment, _SIDE, side)
     return side
+
+
+def _worker_failed(environment: Environment, exc: Exception) -> None:
+    """One `Error:` line here, the reason to the master (run.json: failed), then quit with exit code 1."""
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    hint = getattr(exc, "hint", None)
+    print(f"Error: {reason}" + (f" (hint: {hint})" if hint else ""), file=sys.stderr, flush=True)
+    setattr(environment, _FAILED, reason)
+    runner = environment.runner
+    master: MasterSide | None = getattr(environment, _MASTER, None)
+    if master is not None:  # plain `locust` without workers: this process is the master too
+        master.failures.append(f"local: {reason}")
+    elif isinstance(runner, WorkerRunner):
+        import socket
+
+        runner.send_message(FAILED_MESSAGE, {"worker": runner.client_id, "index": runner.worker_index,
+                                             "host": socket.gethostname(), "error": reason})
+    environment.process_exit_code = 1
+    if runner is not None:
+        gevent.spawn(runner.quit)  # not from this handler's own greenlet, which quit() kills
 
 
 class MasterSide:
@@ -180,23 +258,59 @@ class MasterSide:
         self.environment = environment
         opts = environment.parsed_options
         assert opts is not None, "Locust parses its options before init"
-        if not getattr(opts, "tokspeed_users", 0):
-            opts.tokspeed_users = int(getattr(opts, "num_users", 0) or 0)  # sent on to the workers
-        self.options = LocustOptions.from_namespace(opts)
         try:
-            self.merger = open_merger(self.options, environment.host, _run_facts(environment))
+            self.stages = _stage_plan(opts)
+            if self.stages is not None:  # the shape sets the users: the widest stage, for the workers' pacing and facts
+                opts.tokspeed_users = self.stages.max_users
+            if not getattr(opts, "tokspeed_users", 0):
+                opts.tokspeed_users = int(getattr(opts, "num_users", 0) or 0)  # sent on to the workers
+            opts.tokspeed_warmup_s = _warmup_s(opts, staged=self.stages is not None)  # sent on to the workers
+            self.options = LocustOptions.from_namespace(opts)
+            self.merger = open_merger(self.options, environment.host, _run_facts(environment, self.stages))
         except TokspeedError as exc:  # e.g. --tokspeed-out holds a run already: say so, like tokspeed does
             print(f"Error: {exc}" + (f"\nHint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
             sys.exit(2)
 
         self.final: set[str] = set()  # workers whose last batch arrived
+        self.failures: list[str] = []  # workers that could not start, and why
         self.started_ns: int | None = None  # when the test started (for an interrupted run's status)
+        self.stopping = False  # --tokspeed-requests reached: the stop is under way
+
+    def on_start(self) -> None:
+        """The test starts: note when, and tell the workers how many share --tokspeed-requests."""
+        if self.started_ns is None:
+            self.started_ns = perf_counter_ns()
+        runner, opts = self.environment.runner, self.environment.parsed_options
+        if opts is not None and self.options.requests > 0:
+            workers = len(runner.clients.ready + runner.clients.running + runner.clients.spawning) \
+                if isinstance(runner, MasterRunner) else 1
+            opts.tokspeed_workers = max(workers, 1)  # travels with the spawn messages sent next
+
+    def on_failure(self, environment: Environment, msg: Any, **_: Any) -> None:
+        data = msg.data or {}
+        reason = f"worker {data.get('index')} ({data.get('host')}): {data.get('error')}"
+        log.error("tokspeed: %s", reason)
+        self.failures.append(reason)
 
     def on_batch(self, environment: Environment, msg: Any, **_: Any) -> None:
         if msg.data.get("final"):
             self.final.add(str(msg.data.get("worker")))
         if self.merger is not None:
             self.merger.accept(msg.data)
+            wanted = self.options.requests
+            if wanted > 0 and self.merger.measured >= wanted and not self.stopping:
+                self.stopping = True
+                log.info("tokspeed: %d measured requests arrived (--requests): stopping", self.merger.measured)
+                gevent.spawn(self._stop)
+
+    def _stop(self) -> None:
+        runner, opts = self.environment.runner, self.environment.parsed_options
+        if runner is None:
+            return
+        if opts is not None and getattr(opts, "headless", False):
+            runner.quit()
+        else:
+            runner.stop()
 
     def collect_final_batches(self) -> None:
         """Before Locust stops (or quits, which does not wait for workers): have every live worker
@@ -221,21 +335,45 @@ class MasterSide:
             from tokspeed.distributed.master import finish_run
 
             ran_s = None if self.started_ns is None else (perf_counter_ns() - self.started_ns) / 1e9
-            finish_run(self.merger, self.options, ran_s)
+            result = finish_run(self.merger, self.options, ran_s, self.failures,
+                                None if self.stages is None else self.stages.windows)
+            if result.status == "failed":
+                self.environment.process_exit_code = 1
             log.info("tokspeed: %d records written to %s", self.merger.received, self.merger.writer.directory)
 
 
-def _run_facts(environment: Environment) -> dict[str, Any]:
+def _stage_plan(opts: Any) -> StagePlan | None:
+    """The concurrency stages of --tokspeed-stages / --tokspeed-ramp (None without; ConfigError when bad)."""
+    windows = locust_stages(getattr(opts, "tokspeed_stages", None) or None, getattr(opts, "tokspeed_ramp", None) or None)
+    return StagePlan(tuple(windows)) if windows else None
+
+
+def _warmup_s(opts: Any, staged: bool) -> float:
+    """--tokspeed-warmup-s as given, else the default (the spawn ramp; 0 with stages)."""
+    given = getattr(opts, "tokspeed_warmup_s", None)
+    if given in (None, ""):
+        return default_warmup_s(int(opts.tokspeed_users), getattr(opts, "spawn_rate", None), staged=staged)
+    try:
+        value = float(given)
+    except ValueError:
+        raise ConfigError(f"--tokspeed-warmup-s {given!r} is not a number of seconds", hint="e.g. --tokspeed-warmup-s 5") from None
+    if value < 0:
+        raise ConfigError(f"--tokspeed-warmup-s {given!r} is negative", hint="0 measures the spawn ramp")
+    return value
+
+
+def _run_facts(environment: Environment, stages: StagePlan | None = None) -> dict[str, Any]:
     import locust
 
     opts = environment.parsed_options
     return {
         "locust_version": locust.__version__,
-        "users": int(getattr(opts, "num_users", 0) or 0),
+        "users": stages.max_users if stages is not None else int(getattr(opts, "num_users", 0) or 0),
         "spawn_rate": getattr(opts, "spawn_rate", None),
-        "run_time": getattr(opts, "run_time", None),
+        "run_time": stages.duration_s if stages is not None else getattr(opts, "run_time", None),
         "expect_workers": getattr(opts, "expect_workers", None),
         "stop_timeout": getattr(opts, "stop_timeout", None),
+        "warmup_s": getattr(opts, "tokspeed_warmup_s", None),
     }
 
 
@@ -257,8 +395,39 @@ def _on_init(environment: Environment, **_: Any) -> None:
         master = MasterSide(environment)
         setattr(environment, _MASTER, master)
         runner.register_message(MESSAGE_TYPE, master.on_batch)
-    elif isinstance(runner, WorkerRunner):
+        runner.register_message(FAILED_MESSAGE, master.on_failure)
+    if isinstance(runner, WorkerRunner):
         runner.register_message(STOP_MESSAGE, _on_stop_message)
+        _cache_default_args()
+    if isinstance(runner, (WorkerRunner, LocalRunner)):
+        runner.register_message(STAGE_MESSAGE, _on_stage_message)
+
+
+def _cache_default_args() -> None:
+    """Stop a worker's event loop from stalling ~0.1 s at every spawn message (a stage change, each step of a ramp).
+
+    Locust's worker filters the master's options with `argument_parser.default_args_dict()` once per
+    option, and each call builds Locust's whole argument parser: ~100 calls of ~1 ms, during which
+    no stream is read, so every request in flight gets a 0.1 s inter-token gap that the server
+    never made (seen against the simulator's log). The function's result depends on nothing but
+    Locust's own arguments, so this process computes it once and hands out copies.
+    """
+    from locust import argument_parser
+
+    original = argument_parser.default_args_dict
+    if getattr(original, "tokspeed_cached", False):
+        return
+    defaults = original()
+
+    def cached() -> dict[str, Any]:
+        return dict(defaults)
+
+    cached.tokspeed_cached = True  # type: ignore[attr-defined]
+    argument_parser.default_args_dict = cached  # type: ignore[assignment]
+
+
+def _on_stage_message(environment: Environment, msg: Any, **_: Any) -> None:
+    setattr(environment, _STAGE, (msg.data or {}).get("stage"))
 
 
 def _on_stop_message(environment: Environment, msg: Any, **_: Any) -> None:
@@ -276,10 +445,11 @@ def _on_test_stopping(environment: Environment, **_: Any) -> None:
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
     master: MasterSide | None = getattr(environment, _MASTER, None)
-    if master is not None and master.started_ns is None:
-        master.started_ns = perf_counter_ns()
-    if isinstance(environment.runner, (WorkerRunner, LocalRunner)) and getattr(environment, _SIDE, None) is None:
-        _start_worker_side(environment)
+    if master is not None:
+        master.on_start()
+    if (isinstance(environment.runner, (WorkerRunner, LocalRunner)) and getattr(environment, _SIDE, None) is None
+            and getattr(environment, _FAILED, None) is None):
+        _try_worker_side(environment)
 
 
 @events.test_stop.add_listener

@@ -14,7 +14,7 @@ still says "running" (the process was killed), it rebuilds the summaries from
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -32,6 +32,7 @@ from tokspeed.metrics import (
     summarize,
     summarize_by_iteration,
 )
+from tokspeed.metrics.conversations import with_planned_turns
 from tokspeed.metrics.fit import LinearFit
 from tokspeed.metrics.groups import GroupResult
 from tokspeed.metrics.schema import Goodput
@@ -266,13 +267,21 @@ def build_benchmark(
     An open-loop `profile` (kind "rate") passes its rate on, for the schedule-based metrics.
     """
     rate = profile.get("rate") if profile.get("kind") == "rate" or profile.get("open_loop") else None
-    pooled = summarize(records, slos, rate)
-    pooled = with_steady_state(pooled, records, lambda rs: summarize(rs, slos, rate))
+    turns = profile.get("turns") if profile.get("kind") == "conversations" else None  # --multi-turn's plan
+
+    def summary_of(rs: Sequence[RequestRecord]) -> Summary:
+        return with_planned_turns(summarize(rs, slos, rate), rs, turns)
+
+    pooled = summary_of(records)
+    pooled = with_steady_state(pooled, records, summary_of)
     measured = {r.iteration for r in records if not r.warmup and r.iteration >= 1}
     if len(measured) == 1 and all(r.warmup or r.iteration >= 1 for r in records):
         per_iteration = {measured.pop(): pooled}  # one iteration: its summary is the pooled one
     else:
-        per_iteration = summarize_by_iteration(records, slos, rate)
+        per_iteration = {
+            i: with_planned_turns(s, [r for r in records if r.iteration == i], turns)
+            for i, s in summarize_by_iteration(records, slos, rate).items()
+        }
     iterations = [IterationResult(iteration=i, summary=s) for i, s in sorted(per_iteration.items())]
     across = across_iterations([it.summary for it in iterations]) if len(iterations) > 1 else None
     return Benchmark(

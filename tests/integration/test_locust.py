@@ -1,6 +1,8 @@
 """`tokspeed locust master|worker` on loopback against the simulator: a Locust master and two
 worker processes give one merged results directory whose requests and timings are the simulator's
-truth, and a worker killed mid-run loses nothing it had already sent.
+truth, and a worker killed mid-run loses nothing it had already sent. The spawn ramp is warm-up,
+`--requests N` sends exactly N measured requests, concurrency stages reach the server with their
+widths and label each request, and an unreachable target fails the run with its reason.
 """
 
 from __future__ import annotations
@@ -62,12 +64,12 @@ def start_fleet(procs: list[subprocess.Popen[str]], sim: SimServer, out: Path, d
 
 
 def pairs_by_worker(out: Path, sim: SimServer) -> list[Pair]:
-    """Each ok record with the simulator's entry, on the clock of the worker that sent it."""
+    """Each measured ok record with the simulator's entry, on the clock of the worker that sent it."""
     run = load_json(out / "run.json")
     offsets = {w["index"]: w["epoch_offset_ns"] for w in run["benchmarks"][0]["profile"]["distributed"]["workers"]}
     truth = sim.entries()
     return [Pair(client=r, sim=truth[r["response_id"]], offset=offsets[r["index"] % STRIDE])
-            for r in records(out) if r["status"] == "ok"]
+            for r in records(out) if r["status"] == "ok" and not r["warmup"]]
 
 
 def test_master_and_two_workers_merge_records_that_match_the_simulator(
@@ -107,12 +109,13 @@ def test_master_and_two_workers_merge_records_that_match_the_simulator(
     # the timings are the simulator's truth (same tolerances as one process, test_accuracy.py)
     s = bench["summary"]
     ps = pairs_by_worker(out, sim)
-    assert s["requests"]["completed"] == len(ps) == len(ok)
+    measured = [r for r in ok if not r["warmup"]]  # 8 users at 100/s: the first 0.08 s are warm-up
+    assert s["requests"]["completed"] == len(ps) == len(measured) and len(measured) < len(ok)
     assert_causal(ps)
     assert s["ttft_ms"]["mean"] == pytest.approx(true_ttft_ms(ps), abs=3.0)
     assert s["ttft_ms"]["mean"] == pytest.approx(TTFT_MS, abs=5.0)
     assert s["itl_ms"]["mean"] == pytest.approx(true_itl_ms(ps), abs=1.0)
-    assert s["itl_ms"]["count"] == len(ok) * (TOKENS - 1)
+    assert s["itl_ms"]["count"] == len(measured) * (TOKENS - 1)
     true_e2e = np.mean([(q.sim["end_ns"] - q.sim["received_ns"]) / 1e6 for q in ps])
     assert s["e2e_ms"]["mean"] == pytest.approx(true_e2e, abs=5.0)
 
@@ -158,7 +161,8 @@ def test_a_worker_killed_mid_run_keeps_its_sent_records(
     # the survivor carried on to the end
     assert alive["records"] > lost["records"]
     assert any("stopped sending before the end" in w for w in run["warnings"])
-    assert run["benchmarks"][0]["summary"]["requests"]["completed"] == sum(r["status"] == "ok" for r in recs)
+    assert run["benchmarks"][0]["summary"]["requests"]["completed"] == sum(
+        r["status"] == "ok" and not r["warmup"] for r in recs)
     assert run_cli("report", str(out)).returncode == 0
 
 
@@ -180,3 +184,115 @@ def test_a_rate_paces_the_users_on_a_fixed_schedule(
         sched = np.sort([r["scheduled_ns"] for r in recs if r["index"] % STRIDE == w])
         assert len(sched) >= 30 and np.allclose((sched[4:] - sched[:-4]) / 1e6, 250.0, atol=0.01)
     assert np.percentile([(r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in recs], 90) < 10  # on time
+
+
+def worker_of(record: dict) -> int:
+    return int(record["index"]) % STRIDE
+
+
+def max_overlap(spans: list[tuple[int, int]]) -> int:
+    """The most of these [start, end) spans in progress at once."""
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    now = peak = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+def test_the_spawn_ramp_is_warmup_and_requests_stops_at_exactly_n(
+    start_sim: Callable[..., SimServer], tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    sim = start_sim("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS))
+    out = tmp_path / "fleet"
+    # 8 users at 8/s: the default warm-up is the 1 s ramp; 61 measured requests: shares 31 + 30
+    t0 = time.monotonic()
+    master, workers = start_fleet(procs, sim, out, "30s", "--spawn-rate", "8", "--requests", "61")
+    stdout, _ = master.communicate(timeout=60)
+    assert master.returncode == 0, stdout
+    assert time.monotonic() - t0 < 20  # stopped at N, long before --duration
+    for w in workers:
+        w.communicate(timeout=20)
+
+    run, recs, truth = load_json(out / "run.json"), records(out), sim.entries()
+    assert run["status"] == "complete"
+    measured = [r for r in recs if not r["warmup"]]
+    warm = [r for r in recs if r["warmup"]]
+    assert len(measured) == 61 and all(r["status"] == "ok" for r in measured)  # exactly N, none cut off
+    assert sorted(sum(worker_of(r) == w for r in measured) for w in (0, 1)) == [30, 31]
+    assert len(recs) == len(truth)  # nothing sent beyond the shares and the warm-up
+    assert len(warm) >= 5 and all(r["iteration"] == 0 and r["stage"] is None for r in warm)
+    for w in (0, 1):  # on each worker's clock: warm-up is exactly the requests started in its first second
+        mine_warm = [r["scheduled_ns"] for r in warm if worker_of(r) == w]
+        mine = [r["scheduled_ns"] for r in measured if worker_of(r) == w]
+        assert max(mine_warm) < min(mine)
+        assert 0.8e9 < min(mine) - min(mine_warm) < 1.3e9  # the first user starts a few ms after the worker
+    bench = run["benchmarks"][0]
+    assert bench["profile"]["warmup_s"] == 1.0 and bench["profile"]["requests"] == 61
+    s = bench["summary"]
+    assert s["requests"]["completed"] == 61 and s["ttft_ms"]["count"] == 61  # warm-up left out
+    true_ttft = np.mean([(truth[r["response_id"]]["first_token_ns"] - truth[r["response_id"]]["received_ns"]) / 1e6
+                         for r in measured])
+    assert s["ttft_ms"]["mean"] == pytest.approx(true_ttft, abs=3.0)
+    first_sent = min(r["sent_ns"] for r in measured)
+    assert s["window_s"] == pytest.approx((max(r["end_ns"] for r in measured) - first_sent) / 1e9,
+                                          abs=0.01)
+
+
+def test_concurrency_stages_change_the_users_and_label_each_request(
+    start_sim: Callable[..., SimServer], tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    sim = start_sim("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS))
+    out = tmp_path / "fleet"
+    master, _ = start_fleet(procs, sim, out, "1m", "--stages", "low:concurrency=2:2s,high:concurrency=6:2s")
+    stdout, _ = master.communicate(timeout=60)
+    assert master.returncode == 0, stdout
+    run, recs, truth = load_json(out / "run.json"), records(out), sim.entries()
+    assert run["status"] == "complete"
+    bench = run["benchmarks"][0]
+    assert bench["profile"]["kind"] == "stages" and bench["profile"]["concurrency"] == 6
+    assert [(s["name"], s["concurrency"]) for s in bench["profile"]["stages"]] == [("low", 2), ("high", 6)]
+    assert not any(r["warmup"] for r in recs)  # stages: no warm-up unless asked for
+    assert {r["stage"] for r in recs} == {"low", "high"}
+    ok = [r for r in recs if r["status"] == "ok"]
+    spans = {name: [(truth[r["response_id"]]["received_ns"], truth[r["response_id"]]["end_ns"])
+                    for r in ok if r["stage"] == name] for name in ("low", "high")}
+    # the server saw each stage's width: never more of its requests at once, and all of it
+    assert max_overlap(spans["low"]) == 2 and max_overlap(spans["high"]) == 6
+    stages = bench["stages"]
+    for name in ("low", "high"):
+        assert stages[name]["summary"]["requests"]["completed"] == len(spans[name])
+    low, high = (stages[n]["summary"]["throughput"]["requests_per_s"] for n in ("low", "high"))
+    assert 2.3 < high / low < 3.7  # three times the users, three times the rate (the simulator is not the limit)
+    # a stage change does not stall the streams in flight: the low stage's requests, which span it, saw the
+    # simulator's own gaps (Locust's worker used to block ~0.1 s on every spawn message, see _cache_default_args)
+    extra_ms = [(np.diff(r["chunk_offsets_ns"]).max() - np.diff(truth[r["response_id"]]["chunk_ns"]).max()) / 1e6
+                for r in ok if r["stage"] == "low"]
+    assert max(extra_ms) < 40, sorted(extra_ms)[-5:]
+    # the stages ran back to back for their 4 s (Locust ticks once a second: a stage starts up to 1 s late)
+    sent = sorted(r["sent_ns"] for r in recs)
+    assert 3.0e9 < sent[-1] - sent[0] < 5.5e9
+    assert run_cli("report", str(out)).returncode == 0
+
+
+def test_an_unreachable_target_fails_the_run_with_its_reason_and_no_traceback(
+    tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    port, dead = free_port(), free_port()  # nothing listens on `dead`
+    out = tmp_path / "fleet"
+    master = tokspeed("locust", "master", "--target", f"http://127.0.0.1:{dead}/v1", "--out", str(out), "--users", "2",
+                      "--duration", "20s", "--expect-workers", "1", "--bind", "127.0.0.1", "--port", str(port))
+    procs.append(master)
+    worker = tokspeed("locust", "worker", "--master", "127.0.0.1", "--port", str(port))
+    procs.append(worker)
+    t0 = time.monotonic()
+    w_out, _ = worker.communicate(timeout=30)
+    m_out, _ = master.communicate(timeout=30)
+    assert time.monotonic() - t0 < 15  # the master did not wait out --duration
+    assert "Traceback" not in w_out and "Traceback" not in m_out, w_out + m_out
+    errors = [line for line in w_out.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and f"cannot reach http://127.0.0.1:{dead}/v1/models" in errors[0], w_out
+    assert worker.returncode == 1 and master.returncode == 1, (w_out, m_out)
+    run = load_json(out / "run.json")
+    assert run["status"] == "failed" and run["benchmarks"] == []
+    assert run["error"].startswith("worker 0 (") and f"cannot reach http://127.0.0.1:{dead}/v1/models" in run["error"]

@@ -50,7 +50,7 @@ def test_token_audit_at_run_time(start_sim: Callable[..., SimServer], tmp_path: 
     assert d["compared"] == 6 and d["exact"] == sum(x == 0 for x in diffs)
     assert d["mean"] == pytest.approx(sum(diffs) / 6) and d["max_abs"] == max(abs(x) for x in diffs)
     assert audit["early_stops"] == {"asked": 6, "short": 0, "short_fraction": 0.0, "short_by_finish_reason": {},
-                                    "over": 0, "examples": []}
+                                    "over": 0, "examples": [], "undercounted": 0}
 
     shown = run_cli("report", str(out), "--token-audit", "--stats")
     assert shown.returncode == 0, shown.stderr

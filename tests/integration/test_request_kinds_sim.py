@@ -39,7 +39,7 @@ def test_embeddings_latency_and_input_tokens_match_truth(start_sim: Callable[...
         assert p.client["max_tokens"] is None  # nothing asked for, so no "stopped early" finding
     true_e2e = np.array([(p.sim["end_ns"] - p.sim["received_ns"]) / MS for p in ps])
     client_e2e = np.array([(p.client["end_ns"] - p.client["sent_ns"]) / MS for p in ps])
-    assert np.abs(client_e2e - true_e2e).mean() < 2.0  # loopback: the client sees the server's timing
+    assert np.median(np.abs(client_e2e - true_e2e)) < 2.0  # loopback: the client sees the server's timing
     # and that timing is the prefill the simulator was told to take (prompt lengths vary ~10×)
     expected = np.array([15 + p.sim["prompt_tokens"] * PREFILL_US / 1000 for p in ps])
     assert np.array([p.sim["prefill_ns"] / MS for p in ps]) == pytest.approx(expected, abs=1e-3)
@@ -74,10 +74,11 @@ def test_images_add_their_prefill_to_ttft(start_sim: Callable[..., SimServer], t
         assert p.sim["prefill_ns"] / MS == pytest.approx(20 + p.sim["prompt_tokens"] * PREFILL_US / 1000, abs=1e-3)
     client_ttft = np.array([(p.client["first_token_ns"] - p.client["sent_ns"]) / MS for p in truth])
     true_ttft = np.array([(p.sim["first_token_ns"] - p.sim["received_ns"]) / MS for p in truth])
-    assert np.abs(client_ttft - true_ttft).mean() < 3.0
+    assert np.median(np.abs(client_ttft - true_ttft)) < 3.0
     # across the two runs TTFT rose by the image prefill, plus the upload and parse of the images
     # (2 × 0.2–1.2 MB of base64 over loopback: a few ms at most)
-    ttft = lambda res: res["benchmarks"][0]["summary"]["ttft_ms"]["mean"]
+    # medians: every prompt has the same length, and one scheduling stall must not move the figure
+    ttft = lambda res: res["benchmarks"][0]["summary"]["ttft_ms"]["p50"]
     rise, prefill = ttft(with_images) - ttft(plain), image_tokens * PREFILL_US / 1000
     assert prefill - 1.0 <= rise <= prefill + 6.0, (rise, prefill)
 

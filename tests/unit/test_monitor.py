@@ -18,11 +18,21 @@ from tokspeed.monitor.exporter import ExportState, make_registry, render
 from tokspeed.monitor.files import CappedJsonl
 from tokspeed.monitor.promrules import rules_document, rules_yaml
 from tokspeed.monitor.rules import AlertRule, parse_alert, parse_alerts, prom_duration
+from tokspeed.monitor.server_window import (
+    ServerFigures,
+    ServerNames,
+    ServerWindow,
+    parse_snapshot,
+)
 from tokspeed.monitor.webhook import ZERO_TIME, payload
 from tokspeed.monitor.window import RollingWindow
 from tokspeed.records import ErrorKind, RequestRecord, Status
 from tokspeed.sim.config import SimConfig
 from tokspeed.sim.control import updated
+from tokspeed.sim.gate import FifoGate
+from tokspeed.sim.log import LogEntry
+from tokspeed.sim.metrics import SimMetrics
+from tokspeed.telemetry.engines import ENGINES
 
 MS = 1_000_000
 DASHBOARD = Path(__file__).parents[2] / "dashboards" / "tokspeed-monitor.json"
@@ -181,7 +191,22 @@ def _state() -> ExportState:
         errors_by_kind={"connect": 3}, up=True, last_probe_s=1.7e9,
         alerts=[("ttft_p99_ms_gt_800", "firing", 950.0), ("error_rate_gt_0_5", "pending", 0.6)],
         gpus=[{"gpu": 0, "utilization_pct": 87.0, "memory_used_mib": 1024.0}], webhook_failures=1,
+        server=_server_figures(), server_scrapes_ok=3,
     )
+
+
+def _server_figures() -> ServerFigures:
+    """Two sim scrapes: the server-side families (--server-metrics) for the exporter and dashboard tests."""
+    names_ = ServerNames.of(next(e for e in ENGINES if e.engine == "tokspeed-sim"))
+    metrics = SimMetrics(FifoGate(2), "m", kv_capacity_tokens=100)
+    w = ServerWindow(window_s=10, interval_s=1)
+    w.observe(parse_snapshot(metrics.render(), names_, at_s=1))
+    entry = LogEntry(id="a", api="chat", epoch_offset_ns=0, received_ns=0)
+    entry.chunk_ns, entry.end_ns, entry.completion_tokens = [30 * MS, 40 * MS], 45 * MS, 2
+    metrics.admitted(entry)
+    metrics.released(entry)
+    w.observe(parse_snapshot(metrics.render(), names_, at_s=2))
+    return w.figures(2)
 
 
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -257,6 +282,8 @@ def test_dashboard_uses_only_exported_metrics() -> None:
             assert name in emitted, f"{name} in dashboard expr {expr!r} is not exported"
     # every latency family is on the dashboard
     for family, _, _ in names.LATENCY.values():
+        assert any(family in e for e in exprs), family
+    for family, _ in names.SERVER_LATENCY.values():
         assert any(family in e for e in exprs), family
     variable = dash["templating"]["list"][1]["query"]["query"]
     assert set(_metric_names(variable)) <= emitted

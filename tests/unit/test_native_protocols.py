@@ -12,6 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tokspeed.backends.exchange import clean_ids
 from tokspeed.backends.native import (
     NativeHTTPBackend,
     NativeProtocol,
@@ -19,7 +20,7 @@ from tokspeed.backends.native import (
     native_protocol,
     workload_api,
 )
-from tokspeed.backends.native.backend import _NativeResponse, server_root
+from tokspeed.backends.native.backend import server_root
 from tokspeed.backends.native.ndjson import NDJSONDecoder
 from tokspeed.metrics.server_timing import (
     network_ms,
@@ -38,8 +39,8 @@ def feed(api: str, body: bytes, content_type: str = SSE, piece: int = 7) -> Requ
     protocol = native_protocol(api)
     assert protocol is not None
     record = RequestRecord(index=0, iteration=1, warmup=False, scheduled_ns=0, sent_ns=0)
-    state = NativeState([])
-    sink = _NativeResponse(record, state, protocol, stream=True)
+    backend = NativeHTTPBackend("http://127.0.0.1:9", protocol)
+    sink = backend.response(record, keep_text=True)
     sink.on_head(200, {"content-type": content_type, "x-request-id": "req-1"})
     now = 0
     for start in range(0, len(body), piece):
@@ -49,8 +50,8 @@ def feed(api: str, body: bytes, content_type: str = SSE, piece: int = 7) -> Requ
             break
     if sink.end_ns is None:
         sink.end_ns = now
-    sink.conclude()
-    NativeHTTPBackend("http://127.0.0.1:9", protocol)._finish(record, state)
+    clean_ids(record)  # as the attempt does for every outcome, before it settles the response
+    backend.settle(sink)
     return record
 
 

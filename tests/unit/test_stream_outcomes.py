@@ -8,7 +8,8 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokspeed.backends.openai_http import OpenAIHTTPBackend, _clean_ids, _Response, _StreamState
+from tokspeed.backends.exchange import clean_ids
+from tokspeed.backends.openai_http import OpenAIHTTPBackend
 from tokspeed.records import Anomaly, ErrorKind, RequestRecord, Status, TokenSource
 
 
@@ -23,8 +24,8 @@ DONE = b"data: [DONE]\n\n"
 
 def outcome(reads: list[bytes]) -> RequestRecord:
     record = RequestRecord(index=0, iteration=1, warmup=False, scheduled_ns=0, sent_ns=1)
-    state = _StreamState(keep_text=True)
-    response = _Response(record, state, stream=True)
+    backend = OpenAIHTTPBackend("http://127.0.0.1:9/v1")
+    response = backend.response(record, keep_text=True)
     response.on_head(200, {"content-type": "text/event-stream"})
     now = 1
     for read in reads:  # as the connection delivers them, one call per network read
@@ -33,9 +34,8 @@ def outcome(reads: list[bytes]) -> RequestRecord:
             response.on_body(read, now)
     if response.end_ns is None:  # the body ended without the stream saying so
         response.end_ns = now
-    response.conclude()
-    _clean_ids(record)  # as _attempt does for every outcome, before _finish
-    OpenAIHTTPBackend("http://127.0.0.1:9/v1")._finish(record, state)
+    clean_ids(record)  # as the attempt does for every outcome, before it settles the response
+    backend.settle(response)
     return record
 
 

@@ -88,7 +88,69 @@ def request_bytes(head: bytes, body: bytes) -> bytes:
     return b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
 
 
-class Connection(asyncio.Protocol):
+# what llhttp raises for bytes it cannot parse
+PARSER_ERRORS = (httptools.HttpParserUpgrade, httptools.HttpParserError)
+
+
+def parse_failure(exc: Exception, in_body: bool) -> HTTPError:
+    """The client's failure for one of `PARSER_ERRORS`: broken framing once the body began, else not HTTP."""
+    if isinstance(exc, httptools.HttpParserUpgrade):
+        return BadResponse("the server switched protocols")
+    return BadFraming(f"bad body framing: {exc}") if in_body else BadResponse(f"not HTTP/1.x: {exc}")
+
+
+class ResponseParsing:
+    """The llhttp callbacks of a connection (asyncio here, blocking in `distributed.sync_http`).
+
+    They collect the headers, skip `1xx` answers, decide keep-alive and read-to-close framing,
+    and hand each body piece to the sink with the time of the read that carried it (`_now`).
+    The connection owns the parser, feeds it, and acts on `_complete`.
+    """
+
+    _parser: httptools.HttpResponseParser
+    _sink: ResponseSink | None
+    _headers: dict[str, str]
+    _now: int  # when the read being parsed arrived
+    _interim: bool  # the current message is a 1xx answer
+    _in_body: bool
+    _to_close: bool  # the body has no length: it ends when the connection closes
+    _complete: bool
+    keep_alive: bool
+
+    def on_message_begin(self) -> None:
+        self._headers = {}
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key = name.decode("latin-1").lower()
+        val = value.decode("latin-1")
+        self._headers[key] = f"{self._headers[key]}, {val}" if key in self._headers else val
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        self._interim = 100 <= status < 200
+        if self._interim:  # 100 Continue and friends: the real answer follows
+            return
+        headers = self._headers
+        self.keep_alive = bool(self._parser.should_keep_alive())
+        self._in_body = True
+        framed = "content-length" in headers or "chunked" in headers.get("transfer-encoding", "").lower()
+        self._to_close = not framed and status not in (204, 304)
+        if self._to_close:
+            self.keep_alive = False
+        if self._sink is not None:
+            self._sink.on_head(status, headers)
+
+    def on_body(self, body: bytes) -> None:
+        sink = self._sink
+        if sink is not None and body:
+            sink.on_body(body, self._now)
+
+    def on_message_complete(self) -> None:
+        if not self._interim:
+            self._complete = True
+
+
+class Connection(ResponseParsing, asyncio.Protocol):
     """One keep-alive connection; `exchange()` sends a request and parses its response inline.
 
     Framing (status line, headers, Content-Length, chunked) is parsed in C by
@@ -173,47 +235,11 @@ class Connection(asyncio.Protocol):
             return
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._fail(BadResponse("the server switched protocols"))
-            return
-        except httptools.HttpParserError as exc:
-            self._fail(BadFraming(f"bad body framing: {exc}") if self._in_body else BadResponse(f"not HTTP/1.x: {exc}"))
+        except PARSER_ERRORS as exc:
+            self._fail(parse_failure(exc, self._in_body))
             return
         if self._complete:
             self._end(self._now)
-
-    # llhttp callbacks ----------------------------------------------------------
-    def on_message_begin(self) -> None:
-        self._headers = {}
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        key = name.decode("latin-1").lower()
-        val = value.decode("latin-1")
-        self._headers[key] = f"{self._headers[key]}, {val}" if key in self._headers else val
-
-    def on_headers_complete(self) -> None:
-        status = self._parser.get_status_code()
-        self._interim = 100 <= status < 200
-        if self._interim:  # 100 Continue and friends: the real answer follows
-            return
-        headers = self._headers
-        self.keep_alive = bool(self._parser.should_keep_alive())
-        self._in_body = True
-        framed = "content-length" in headers or "chunked" in headers.get("transfer-encoding", "").lower()
-        self._to_close = not framed and status not in (204, 304)
-        if self._to_close:
-            self.keep_alive = False
-        if self._sink is not None:
-            self._sink.on_head(status, headers)
-
-    def on_body(self, body: bytes) -> None:
-        sink = self._sink
-        if sink is not None and body:
-            sink.on_body(body, self._now)
-
-    def on_message_complete(self) -> None:
-        if not self._interim:
-            self._complete = True
 
     # endings -----------------------------------------------------------------------
     def _end(self, now: int) -> None:

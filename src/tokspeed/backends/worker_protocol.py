@@ -33,11 +33,12 @@ MAX_FRAME = 256 * 1024 * 1024  # a larger length means the stream is corrupt, no
 
 INIT, READY, FAILED, SEND, CANCEL, RECORD = "init", "ready", "failed", "send", "cancel", "record"
 
-# what the worker fills; the rest of a record (index, iteration, warmup, scheduled_ns, benchmark, and the
-# workload's tags conversation, turn, prefix_group) is the parent's
+# what the worker fills; the rest of a record (index, iteration, warmup, scheduled_ns, benchmark, the
+# workload's tags conversation, turn, prefix_group, and the schedule's labels stage, workload_class) is the parent's
 _FILLED = tuple(
     f.name for f in dataclasses.fields(RequestRecord)
-    if f.name not in ("index", "iteration", "warmup", "scheduled_ns", "benchmark", "conversation", "turn", "prefix_group")
+    if f.name not in ("index", "iteration", "warmup", "scheduled_ns", "benchmark", "conversation", "turn", "prefix_group",
+                      "stage", "workload_class")
 )
 
 

@@ -26,7 +26,10 @@ HELP = """Distributed load on Locust's master/worker mode (needs the extra: pip 
       --duration 10m --expect-workers 8 --out runs/fleet
 
 Each Locust user is one tokspeed stream (concurrency = users); --rate R paces the users instead
-(each starts a request every users/R s). The master writes a normal results directory
+(each starts a request every users/R s); --stages 'warm:concurrency=4:10s,peak:concurrency=16:20s'
+(or --ramp concurrency=1..16:40s:steps=4) changes the users per stage, each summarised on its own.
+Requests started during the spawn ramp (users/spawn-rate s) are warm-up, not measured, unless
+--warmup-s says otherwise; --requests N stops after N measured requests. The master writes a normal results directory
 (run.json + requests.jsonl): tokspeed report/compare/diagnose work on it unchanged. Locust's own
 statistics show TTFT, TPOT and E2E. Workers read the API key from their own OPENAI_API_KEY.
 Or with plain Locust: locust -f $(python -c "import tokspeed.locust as m; print(m.__file__)")
@@ -34,6 +37,7 @@ Or with plain Locust: locust -f $(python -c "import tokspeed.locust as m; print(
 
 app = typer.Typer(help=HELP, no_args_is_help=True)
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "locust.py"
+STAGED_LOCUSTFILE = LOCUSTFILE.with_name("locust_stages.py")  # the same user plus a LoadTestShape
 DEFAULT_PORT = 5557
 
 
@@ -52,12 +56,24 @@ def _check_out(out: Path, overwrite: bool) -> None:
                           hint="choose a new --out directory, or pass --overwrite to replace it")
 
 
-def _run(args: list[str]) -> NoReturn:
+def _run(args: list[str], locustfile: Path = LOCUSTFILE) -> NoReturn:
     """Become `python -m locust -f tokspeed/locust.py ARGS` (exec: signals and exit code are Locust's own)."""
     _require_locust()
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args])
+    os.execv(sys.executable, [sys.executable, "-m", "locust", "-f", str(locustfile), *args])
+
+
+def _load_args(users: int, duration: str, stages: str | None, ramp: str | None, rate: float) -> list[str]:
+    """Locust's users and run time, or nothing when stages set them (checked here, before Locust starts)."""
+    if not (stages or ramp):
+        return ["--users", str(users), "--run-time", duration]
+    from tokspeed.distributed.shaping import LOCUST_STAGE_HINT, locust_stages
+
+    if rate > 0:
+        raise ConfigError("--rate cannot be combined with --stages/--ramp", hint=LOCUST_STAGE_HINT)
+    locust_stages(stages, ramp)  # a bad spec fails here, as a usage error
+    return []
 
 
 @app.command("master", help="Run the Locust master: spread the users over the workers, merge their records into --out.")
@@ -81,18 +97,24 @@ def master(
     stop_timeout: Annotated[float, typer.Option("--stop-timeout", min=0.0, help="seconds users may finish their request at the end (0: in-flight requests end as incomplete)")] = 0.0,
     web: Annotated[bool, typer.Option("--web", help="keep Locust's web UI on (it quits 5 s after the run)")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing results directory")] = False,
+    warmup_s: Annotated[float | None, typer.Option("--warmup-s", min=0.0, help="requests started in the first S seconds are warm-up, not measured (default: the spawn ramp, users/spawn-rate; 0 with --stages)")] = None,
+    requests: Annotated[int, typer.Option("--requests", min=0, help="stop after N measured requests over all workers (each sends its share; --duration still caps the run; 0: no limit)")] = 0,
+    stages: Annotated[str | None, typer.Option("--stages", help="concurrency stages instead of --users/--duration: 'warm:concurrency=4:10s,peak:concurrency=16:20s'")] = None,
+    ramp: Annotated[str | None, typer.Option("--ramp", help="a stepped concurrency ramp instead of --users/--duration: concurrency=1..16:40s:steps=4")] = None,
 ) -> None:
     _require_locust()
     _check_out(out, overwrite)
+    load = _load_args(users, duration, stages, ramp, rate)
     options = LocustOptions(out=str(out), overwrite=overwrite, api=api, model=model, dataset=dataset,
                             input_tokens=input_tokens, output_tokens=output_tokens, seed=seed, rate=rate,
-                            timeout_s=timeout, users=users)
+                            timeout_s=timeout, users=0 if load == [] else users, warmup_s=warmup_s,
+                            requests=requests, stages=stages, ramp=ramp)
     mode = ["--autostart", "--autoquit", "5"] if web else ["--headless", "--only-summary"]
-    args = ["--master", *mode, "--host", target, "--users", str(users), "--spawn-rate", f"{spawn_rate:g}",
-            "--run-time", duration, "--expect-workers", str(expect_workers), "--master-bind-host", bind,
+    args = ["--master", *mode, "--host", target, *load, "--spawn-rate", f"{spawn_rate:g}",
+            "--expect-workers", str(expect_workers), "--master-bind-host", bind,
             "--master-bind-port", str(port), "--stop-timeout", f"{stop_timeout:g}", "--exit-code-on-error", "0",
             *options.locust_args()]
-    _run(args)
+    _run(args, LOCUSTFILE if load else STAGED_LOCUSTFILE)
 
 
 @app.command("worker", help="Run a Locust worker that generates load for the master at --master.")

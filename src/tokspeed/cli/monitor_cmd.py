@@ -29,6 +29,23 @@ stops holding; firing and resolving are logged to stderr, appended to
 DIR/alerts.jsonl and POSTed (Alertmanager-style JSON) to --alert-webhook.
 A window with no data for a name never meets its condition.
 
+--server-metrics auto (or a URL) also scrapes the server's own Prometheus
+/metrics (vLLM, SGLang, TGI, llama.cpp, tokspeed sim) every --interval: from
+the deltas of its latency histograms between scrapes come server-side rolling
+TTFT / ITL / TPOT / E2E quantiles (Prometheus histogram_quantile: linear
+interpolation within the server's buckets, so only as fine as those buckets)
+and means, from its counters requests/s and generated tokens/s, plus running,
+waiting and KV-cache usage. They are exported as tokspeed_monitor_server_* and
+alertable as server_ttft_p99_ms, server_itl_p50_ms, server_e2e_mean_ms,
+server_requests_per_s, server_generation_tokens_per_s, server_running,
+server_waiting, server_kv_cache_usage_pct, server_up. A server restart (its
+counters going down) is counted from the restart. --probe-rate 0 with
+--server-metrics sends no requests at all (passive monitoring; target_up then
+follows the scrapes).
+
+  tokspeed monitor --target http://127.0.0.1:8000/v1 --probe-rate 0 --server-metrics auto \\
+      --alert 'server_ttft_p99_ms>800 for 2m' --alert 'server_waiting>10'
+
 The target going down is measured, not fatal: failed probes count as errors
 (error_rate goes to 1) and probing backs off up to --max-backoff until the
 target answers again. Runs until --duration or Ctrl-C (exit 130, with a
@@ -45,7 +62,8 @@ def monitor(
     target: Annotated[str | None, typer.Option("--target", "-t", help="Server base URL ending in /v1.", envvar="TOKSPEED_TARGET")] = None,
     interval: Annotated[str, typer.Option("--interval", help="How often figures are computed, exported and alerts evaluated (also the window's bucket width).")] = "15s",
     window: Annotated[str, typer.Option("--window", help="Rolling window for percentiles, rates and error rate.")] = "5m",
-    probe_rate: Annotated[float, typer.Option("--probe-rate", help="Probe requests per second.", min=0.0001)] = 0.2,
+    probe_rate: Annotated[float, typer.Option("--probe-rate", help="Probe requests per second; 0: no probes (needs --server-metrics).", min=0.0)] = 0.2,
+    server_metrics: Annotated[str, typer.Option("--server-metrics", metavar="URL|auto|off", help="Also scrape the server's own Prometheus metrics every --interval: auto (the target's /metrics, if it serves one tokspeed knows), a URL, or off.")] = "off",
     arrival: Annotated[str, typer.Option("--arrival", help="Probe spacing: constant or poisson.")] = "constant",
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="max_tokens of each probe (keep it small).", min=1)] = 16,
     prompt: Annotated[str, typer.Option("--prompt", help="Prompt of each probe.")] = "Count from 1 to 20.",
@@ -107,6 +125,7 @@ def _settings(opts: dict[str, Any], rules: list[Any]) -> Any:
         raise ConfigError(f"--arrival {opts['arrival']!r}", hint="use constant or poisson")
     if opts["api"] not in ("chat", "completions"):
         raise ConfigError(f"--api {opts['api']!r}", hint="use chat or completions")
+    server_metrics = _server_metrics(opts["server_metrics"], opts["probe_rate"])
     interval_s, window_s = parse_duration(opts["interval"]), parse_duration(opts["window"])
     if interval_s <= 0 or window_s < interval_s:
         raise ConfigError("--window must be at least --interval, and --interval above 0", hint="e.g. --interval 15s --window 5m")
@@ -137,7 +156,22 @@ def _settings(opts: dict[str, Any], rules: list[Any]) -> Any:
         duration_s=parse_duration(opts["duration"]) if opts["duration"] else None,
         gpu=not opts["no_gpu"],
         quiet=opts["quiet"],
+        server_metrics=server_metrics,
     )
+
+
+def _server_metrics(spec: str, probe_rate: float) -> str | None:
+    """--server-metrics as the settings take it: "auto", a URL, or None (off); passive needs it."""
+    from tokspeed.errors import ConfigError
+
+    value = spec.strip()
+    chosen = None if value.lower() == "off" else ("auto" if value.lower() == "auto" else value)
+    if chosen not in (None, "auto") and not chosen.startswith(("http://", "https://")):
+        raise ConfigError(f"--server-metrics {spec!r}", hint="use auto, off or an http(s):// URL such as http://127.0.0.1:8000/metrics")
+    if probe_rate <= 0 and chosen is None:
+        raise ConfigError("--probe-rate 0 leaves nothing to monitor without --server-metrics",
+                          hint="add --server-metrics auto (passive: the server's own metrics only) or a probe rate above 0")
+    return chosen
 
 
 def _run(settings: Any) -> int:
@@ -153,7 +187,9 @@ def _run(settings: Any) -> int:
     def ready(mon: Monitor) -> None:
         where = f"exporter on http://{settings.prometheus_host}:{mon.exporter_port}/metrics" if mon.exporter_port else "no exporter"
         rules = ", ".join(str(r) for r in settings.rules) or "no alerts"
-        print(f"tokspeed monitor: probing {mon.target} at {settings.probe.rate:g}/s; {where}; {rules}", flush=True)
+        probing = f"probing {mon.target} at {settings.probe.rate:g}/s" if not mon.passive else f"watching {mon.target} (no probes)"
+        scraping = f"; scraping {mon.server.url}" if mon.server is not None else ""
+        print(f"tokspeed monitor: {probing}{scraping}; {where}; {rules}", flush=True)
 
     try:
         summary = asyncio.run(Monitor(settings, log).run(ready))

@@ -39,13 +39,15 @@ def output_length(p: PointData, t: Thresholds) -> list[Finding]:
     return [f for f in found if f is not None]
 
 
-def _stopped_early(r: RequestRecord) -> bool:
+def stopped_early(r: RequestRecord) -> bool:
+    """Fewer output tokens than max_tokens, and the server did not say it hit the length (a chunk count
+    under multi-token chunks falls short of max_tokens without the request stopping early)."""
     return r.output_tokens is not None and r.max_tokens is not None and r.output_tokens < r.max_tokens \
         and r.finish_reason != "length"
 
 
 def _early_stops(p: PointData, asked: list[RequestRecord], t: Thresholds) -> Finding | None:
-    short = [r for r in asked if _stopped_early(r)]
+    short = [r for r in asked if stopped_early(r)]
     part = share(len(short), len(asked))
     if not short or part < t.early_stop_share:
         return None

@@ -6,27 +6,47 @@ How Locust's load maps onto tokspeed's profiles (README "Distributed load with L
 - U users and `--rate R`: profile `rate` R with constant arrivals and at most U in flight: each
   user starts a request every U/R s on a fixed schedule; a user whose response takes longer
   than U/R s falls behind (lateness grows) instead of skipping, so add users when lateness does.
-Users ramp up at Locust's spawn rate; requests sent during the ramp are measured (there is no
-warm-up phase), and the measurement window runs from the first request sent to the last end.
+- concurrency stages (`--stages`, a stepped `--ramp`): profile `stages` (closed loop) with each
+  stage's width, and a summary per stage (`benchmarks[0].stages`) as `tokspeed run` writes.
+Users ramp up at Locust's spawn rate; requests started during the first `warmup_s` seconds
+(default: the ramp, users/spawn rate) are warm-up and left out, and the measurement window runs
+from the first measured request sent to the last end (`distributed.shaping`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokspeed.backends.redact import redact_url
 from tokspeed.distributed.merge import RecordMerger
 from tokspeed.distributed.options import LocustOptions
 from tokspeed.results import RunResult, RunStatus, now_iso
 
+if TYPE_CHECKING:
+    from tokspeed.load.timeline import Timeline, Window
+
 CLOCKS = ("per worker: each worker times its requests on its own monotonic clock and converts them to Unix-epoch "
           "ns with its own wall anchor (profile.distributed.workers[].wall_anchor_ns); durations never mix clocks, "
           "absolute times across workers are as aligned as the workers' wall clocks (use NTP)")
 
 
-def profile_for(options: LocustOptions, users: int) -> tuple[str, dict[str, Any]]:
-    """The benchmark's name and profile for `users` Locust users under `options`."""
+def stage_timeline(windows: Sequence[Window]) -> Timeline:
+    """The concurrency windows as the Timeline that `tokspeed run`'s stages describe and group by."""
+    import numpy as np
+
+    from tokspeed.load.timeline import Timeline
+
+    return Timeline("stages", np.zeros(0, dtype=np.int64), windows)
+
+
+def profile_for(options: LocustOptions, users: int, windows: Sequence[Window] | None = None
+                ) -> tuple[str, dict[str, Any]]:
+    """The benchmark's name and profile for `users` Locust users under `options` (or its stages)."""
+    if windows:
+        timeline = stage_timeline(windows)
+        return f"{timeline.label_text()} (locust)", timeline.describe()
     if options.rate > 0:
         profile: dict[str, Any] = {"kind": "rate", "rate": options.rate, "arrival": "constant",
                                    "max_concurrency": users}
@@ -51,22 +71,37 @@ def open_merger(options: LocustOptions, host: str | None, facts: dict[str, Any])
     return RecordMerger(Path(options.out), skeleton, overwrite=options.overwrite, facts=facts)
 
 
-def finish_run(merger: RecordMerger, options: LocustOptions, ran_s: float | None = None) -> RunResult:
+def finish_run(
+    merger: RecordMerger,
+    options: LocustOptions,
+    ran_s: float | None = None,
+    failures: Sequence[str] = (),
+    windows: Sequence[Window] | None = None,
+) -> RunResult:
     """Summarise what arrived and write run.json (again, if late batches came in).
 
     `ran_s`, how long the test ran: a run that ended more than a second before its run time
-    (a signal, the last worker gone) is "interrupted", else "complete".
+    (a signal, the last worker gone) is "interrupted", else "complete" — and complete when the
+    `--requests` count arrived. `failures`: workers that could not start, and why (with no
+    measured record the run failed, for those reasons). `windows`: concurrency stages, each
+    summarised on its own.
     """
     facts = merger.facts
     users = int(facts.get("users") or options.users or 0)
-    name, profile = profile_for(options, users)
+    name, profile = profile_for(options, users, windows)
     profile["distributed"] = {"engine": "locust", "locust_version": facts.get("locust_version"), "clocks": CLOCKS}
+    if facts.get("warmup_s") is not None:
+        profile["warmup_s"] = float(facts["warmup_s"])
+    if options.requests > 0:
+        profile["requests"] = options.requests
     if merger.model is not None and merger.result.target.get("model") is None:
         merger.result = merger.result.model_copy(
             update={"target": {**merger.result.target, "model": merger.model}})
     run_time = float(facts.get("run_time") or 0)
-    status: RunStatus = "interrupted" if run_time and ran_s is not None and ran_s < run_time - 1.0 else "complete"
-    return merger.finish(name, profile, status)
+    reached = options.requests > 0 and merger.measured >= options.requests
+    cut = run_time and ran_s is not None and ran_s < run_time - 1.0
+    status: RunStatus = "interrupted" if cut and not reached else "complete"
+    return merger.finish(name, profile, status, failures, stage_timeline(windows) if windows else None)
 
 
 def _config(options: LocustOptions, host: str | None, facts: dict[str, Any]) -> dict[str, Any]:
@@ -84,6 +119,10 @@ def _config(options: LocustOptions, host: str | None, facts: dict[str, Any]) -> 
         "seed": options.seed,
         "timeout_s": options.timeout_s,
         "include_usage": options.include_usage,
+        "warmup_s": facts.get("warmup_s"),
+        "requests": options.requests or None,
+        "stages": options.stages,
+        "ramp": options.ramp,
         "engine": "locust",
         "locust": {k: v for k, v in facts.items() if k != "locust_version"},
     }

@@ -10,9 +10,10 @@ worker sent, whether it said goodbye, its CPU, its lateness and its clock anchor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from tokspeed.results import (
     now_iso,
     read_records,
 )
+
+if TYPE_CHECKING:
+    from tokspeed.load.timeline import Timeline
 
 CPU_SATURATED = 90.0  # a worker above this CPU share cannot be trusted to send on time
 
@@ -109,6 +113,7 @@ class RecordMerger:
         self.workers: dict[str, WorkerStats] = {}
         self.facts = dict(facts or {})  # about the run as a whole (Locust version, users, run time)
         self.received = 0
+        self.measured = 0  # received records that are not warm-up
         self.model: str | None = None  # what the workers' requests named (they may discover it)
         self.written_at = -1  # records received when run.json was last written with a summary
         self.writer.write_run(self.result)
@@ -127,21 +132,42 @@ class RecordMerger:
             self.writer.append(record)
             stats.observe(record)
             self.received += 1
+            self.measured += not record.warmup
         return len(batch.get("records") or ())
 
-    def finish(self, name: str, profile: dict[str, Any], status: RunStatus = "complete") -> RunResult:
-        """Summarise every record received (read back from requests.jsonl) and write run.json."""
+    def finish(
+        self,
+        name: str,
+        profile: dict[str, Any],
+        status: RunStatus = "complete",
+        failures: Sequence[str] = (),
+        stages: Timeline | None = None,
+    ) -> RunResult:
+        """Summarise every record received (read back from requests.jsonl) and write run.json.
+
+        Without a measured (non-warm-up) record the run failed: for the `failures` reported
+        (workers that could not start), else because nothing was measured. `stages`: the
+        concurrency windows, each summarised over the records labelled with it.
+        """
         records = read_records(self.writer.requests_path, compact=True)
         workers = sorted(self.workers.values(), key=lambda w: w.index)
         full = {**profile, "distributed": {**profile.get("distributed", {}),
                                            "workers": [w.describe() for w in workers]}}
         warnings = [w for s in workers for w in s.warnings()]
+        warnings += [f"could not start: {f}" for f in failures]
+        measured = any(not r.warmup for r in records)
+        benchmarks = [build_benchmark(name, full, records, [])] if measured else []
+        if benchmarks and stages is not None:
+            from tokspeed.config import RunConfig
+            from tokspeed.metrics.groups import add_groups
+
+            add_groups(benchmarks[0], stages, records, RunConfig.model_construct(slo=[], classes=None))
         self.result = self.result.model_copy(update={
-            "status": status if records else "failed",
-            "error": None if records else "no worker sent a finished request (see the workers' logs)",
+            "status": status if measured else "failed",
+            "error": None if measured else _failure(failures, bool(records)),
             "finished_at": now_iso(),
-            "benchmarks": [build_benchmark(name, full, records, [])] if records else [],
-            "warnings": warnings if records else [*warnings, "no request finished: no summary"],
+            "benchmarks": benchmarks,
+            "warnings": warnings if measured else [*warnings, "no measured request finished: no summary"],
         })
         self.writer.write_run(self.result)
         self.written_at = self.received
@@ -154,3 +180,12 @@ class RecordMerger:
 
     def close(self) -> None:
         self.writer.close()
+
+
+def _failure(failures: Sequence[str], any_record: bool) -> str:
+    """Why a run measured nothing: the workers' own reasons first."""
+    if failures:
+        return "; ".join(failures)
+    if any_record:
+        return "every finished request was warm-up: nothing measured (lower --warmup-s or run longer)"
+    return "no worker sent a finished request (see the workers' logs)"

@@ -38,6 +38,11 @@ class LocustOptions:
     timeout_s: float = DEFAULT_TIMEOUT_S
     include_usage: bool = True
     users: int = 0  # the master's user count, so each worker can pace its users for `rate`
+    warmup_s: float | None = None  # requests started this long after a worker's start are warm-up (None: the master decides)
+    requests: int = 0  # measured requests over all workers (0: no limit)
+    workers: int = 0  # set by the master at the start: how many workers share `requests`
+    stages: str | None = None  # concurrency stages (the staged locustfile's LoadTestShape)
+    ramp: str | None = None  # a stepped concurrency ramp, the same way
 
     # Locust's argument names: dest -> (flag, help)
     @staticmethod
@@ -56,6 +61,11 @@ class LocustOptions:
             "tokspeed_timeout": ("--tokspeed-timeout", d.timeout_s, "per-request timeout, seconds"),
             "tokspeed_no_usage": ("--tokspeed-no-usage", not d.include_usage, "do not ask for stream_options.include_usage"),
             "tokspeed_users": ("--tokspeed-users", d.users, "set by the master: its --users, for pacing --tokspeed-rate"),
+            "tokspeed_warmup_s": ("--tokspeed-warmup-s", d.warmup_s, "seconds from the start whose requests are warm-up, not measured (default: users/spawn-rate, the ramp; 0 with stages)"),
+            "tokspeed_requests": ("--tokspeed-requests", d.requests, "stop after this many measured requests over all workers (0: no limit)"),
+            "tokspeed_workers": ("--tokspeed-workers", d.workers, "set by the master: workers sharing --tokspeed-requests"),
+            "tokspeed_stages": ("--tokspeed-stages", d.stages, "concurrency stages, e.g. 'warm:concurrency=4:10s,peak:concurrency=16:20s' (locustfile tokspeed/locust_stages.py)"),
+            "tokspeed_ramp": ("--tokspeed-ramp", d.ramp, "stepped concurrency ramp, e.g. concurrency=1..16:40s:steps=4 (locustfile tokspeed/locust_stages.py)"),
         }
 
     @classmethod
@@ -80,6 +90,11 @@ class LocustOptions:
             timeout_s=float(get("tokspeed_timeout", d.timeout_s)),
             include_usage=not _flag(get("tokspeed_no_usage", not d.include_usage)),
             users=int(get("tokspeed_users", d.users)),
+            warmup_s=_optional_float(get("tokspeed_warmup_s", d.warmup_s)),
+            requests=int(get("tokspeed_requests", d.requests)),
+            workers=int(get("tokspeed_workers", d.workers)),
+            stages=get("tokspeed_stages", d.stages),
+            ramp=get("tokspeed_ramp", d.ramp),
         )
 
     def locust_args(self) -> list[str]:
@@ -89,7 +104,8 @@ class LocustOptions:
             "tokspeed_model": self.model, "tokspeed_dataset": self.dataset, "tokspeed_input_tokens": self.input_tokens,
             "tokspeed_output_tokens": self.output_tokens, "tokspeed_seed": self.seed, "tokspeed_rate": self.rate,
             "tokspeed_timeout": self.timeout_s, "tokspeed_no_usage": not self.include_usage,
-            "tokspeed_users": self.users,
+            "tokspeed_users": self.users, "tokspeed_warmup_s": self.warmup_s, "tokspeed_requests": self.requests,
+            "tokspeed_workers": self.workers, "tokspeed_stages": self.stages, "tokspeed_ramp": self.ramp,
         }
         out: list[str] = []
         for dest, (flag, default, _) in self.arguments().items():
@@ -125,6 +141,10 @@ def api_key() -> str | None:
 def request_index(local: int, worker_index: int) -> int:
     """A run-wide unique request index from a worker's own counter (prompts differ across workers)."""
     return local * INDEX_STRIDE + (worker_index % INDEX_STRIDE)
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _flag(value: Any) -> bool:

@@ -5,10 +5,12 @@ through the library's own buffered reader and response object before tokspeed se
 the time at which a read is handed over is not the time it arrived. Here each `recv()` returns
 as soon as the (gevent-patched, inside Locust) socket has data; `perf_counter_ns()` is taken
 right after it, before any parsing, exactly as the asyncio client does in `data_received`.
-HTTP framing is parsed by llhttp (httptools), and the SSE events go to the asyncio backend's
-own sink (`openai_http._Response`), so the records, token counts, anomalies and error kinds
-are the same code's output, not a re-implementation. Without gevent the same class works as
-an ordinary blocking client (the unit tests use it that way).
+HTTP framing is parsed by llhttp (httptools) with the asyncio connection's own callbacks
+(`http1.ResponseParsing`), the SSE events go to the asyncio backend's own sink
+(`OpenAIHTTPBackend.response()`), and failures are classified by `backends.exchange`, so the
+records, token counts, anomalies and error kinds are the same code's output, not a
+re-implementation. Without gevent the same class works as an ordinary blocking client (the
+unit tests use it that way).
 
 A user sends one request at a time, so one connection per user needs no pool. A connection
 that cannot be reused (closed by the server, a response cut short) is reopened on the next
@@ -17,6 +19,7 @@ request and that request's `connect_duration_ns` says so.
 
 from __future__ import annotations
 
+import select
 import socket
 import ssl
 from time import perf_counter_ns
@@ -26,32 +29,33 @@ from urllib.parse import urlsplit
 import httptools
 import orjson
 
+from tokspeed.backends.exchange import (
+    TRANSPORT_ERRORS,
+    Response,
+    clean_ids,
+    describe,
+    fail,
+    transport_failure,
+)
 from tokspeed.backends.http1 import (
     DRAIN_S,
-    BadFraming,
-    BadResponse,
+    PARSER_ERRORS,
     ConnectionLost,
     Endpoint,
+    ResponseParsing,
     ResponseSink,
+    parse_failure,
     request_bytes,
     request_head,
 )
-from tokspeed.backends.openai_http import (
-    OpenAIHTTPBackend,
-    _clean_ids,
-    _describe,
-    _fail,
-    _Response,
-    _StreamState,
-)
+from tokspeed.backends.openai_http import OpenAIHTTPBackend
 from tokspeed.errors import TargetError
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status
 
 READ_SIZE = 65536
-_ERROR_SNIPPET = 300
 
 
-class SyncConnection:
+class SyncConnection(ResponseParsing):
     """One blocking HTTP/1.1 keep-alive connection; `exchange()` parses a response as it is read."""
 
     def __init__(self, endpoint: Endpoint, timeout_s: float) -> None:
@@ -64,7 +68,7 @@ class SyncConnection:
         self.closed = False
         self.keep_alive = True
         self._sink: ResponseSink | None = None
-        self._parser: httptools.HttpResponseParser | None = None
+        self._parser = httptools.HttpResponseParser(self)  # replaced by a fresh one at each exchange
         self._headers: dict[str, str] = {}
         self._now = 0
         self._interim = False
@@ -102,13 +106,10 @@ class SyncConnection:
                 return
             where = "before the response ended" if self._in_body else "before the response"
             raise ConnectionLost(f"server closed the connection {where}")
-        assert self._parser is not None
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            raise BadResponse("the server switched protocols") from None
-        except httptools.HttpParserError as exc:
-            raise (BadFraming(f"bad body framing: {exc}") if self._in_body else BadResponse(f"not HTTP/1.x: {exc}"))
+        except PARSER_ERRORS as exc:
+            raise parse_failure(exc, self._in_body) from None
 
     def _drain(self) -> None:
         """Read the rest of a detached body (the HTTP terminator after `[DONE]`), or give the connection up."""
@@ -119,7 +120,7 @@ class SyncConnection:
         try:
             while not self._complete:
                 self._read()
-        except (OSError, ConnectionLost, BadFraming, BadResponse):
+        except TRANSPORT_ERRORS:
             self.keep_alive = False
         finally:
             self.sock.settimeout(self.timeout_s)
@@ -128,47 +129,21 @@ class SyncConnection:
     def reusable(self) -> bool:
         return not self.closed and self.keep_alive
 
+    def idle_and_open(self) -> bool:
+        """Whether the idle connection can carry the next request: nothing to read on it (readable while idle
+        means the server closed it, e.g. uvicorn's 5 s keep-alive timeout, or sent bytes nobody asked for)."""
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
+
     def close(self) -> None:
         self.closed = True
         try:
             self.sock.close()
         except OSError:
             pass
-
-    # llhttp callbacks ------------------------------------------------------------
-    def on_message_begin(self) -> None:
-        self._headers = {}
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        key = name.decode("latin-1").lower()
-        val = value.decode("latin-1")
-        self._headers[key] = f"{self._headers[key]}, {val}" if key in self._headers else val
-
-    def on_headers_complete(self) -> None:
-        assert self._parser is not None
-        status = self._parser.get_status_code()
-        self._interim = 100 <= status < 200
-        if self._interim:
-            return
-        headers = self._headers
-        self.keep_alive = bool(self._parser.should_keep_alive())
-        self._in_body = True
-        framed = "content-length" in headers or "chunked" in headers.get("transfer-encoding", "").lower()
-        self._to_close = not framed and status not in (204, 304)
-        if self._to_close:
-            self.keep_alive = False
-        if self._sink is not None:
-            self._sink.on_head(status, headers)
-
-    def on_body(self, body: bytes) -> None:
-        sink = self._sink
-        if sink is not None and body:
-            sink.on_body(body, self._now)
-
-    def on_message_complete(self) -> None:
-        if not self._interim:
-            self._complete = True
-
 
 class SyncOpenAIClient:
     """Sends workload requests for one Locust user and fills `RequestRecord`s.
@@ -181,64 +156,51 @@ class SyncOpenAIClient:
     def __init__(self, backend: OpenAIHTTPBackend, timeout_s: float = 600.0) -> None:
         self.backend = backend
         self.timeout_s = timeout_s
-        self._endpoint = Endpoint(backend._url)
+        self._endpoint = backend.endpoint
         self._conn: SyncConnection | None = None
 
     def send(self, spec: RequestSpec, record: RequestRecord) -> None:
         """Send `spec` and fill `record`; failures land in the record, a kill (GreenletExit) marks it incomplete."""
         backend = self.backend
-        data = request_bytes(backend._head, orjson.dumps(backend._body(spec)))
-        record.max_tokens = spec.max_tokens
-        record.input_tokens = spec.input_tokens
-        record.input_tokens_source = spec.input_tokens_source
-        keep_text = record.index < backend._keep_text_for or backend._counter is not None
-        state = _StreamState(keep_text)
+        data, keep_text = backend.prepare(spec, record)
+        response = backend.response(record, keep_text)
         try:
-            self._attempt(data, record, state)
+            if self._attempt(data, response):
+                backend.settle(response)
         finally:
-            if record.error is not None:
-                record.error = backend._redact(record.error)[:_ERROR_SNIPPET]
+            backend.redact_error(record)
 
-    def _attempt(self, data: bytes, record: RequestRecord, state: _StreamState) -> None:
-        response = _Response(record, state, self.backend.stream)
+    def _attempt(self, data: bytes, response: Response) -> bool:
+        """One exchange on this user's connection: True when it ended (to judge), False when a failure was recorded."""
+        record = response.record
         record.sent_ns = perf_counter_ns()
         conn = None
         try:
             conn = self._connection(record)
-            response.conn = conn  # type: ignore[assignment]  # it has the `detach` the sink calls
+            response.conn = conn
             record.sent_ns = perf_counter_ns()
             response.end_ns = conn.exchange(data, response)
-        except ConnectionLost as exc:
-            kind = ErrorKind.BROKEN if response.status is not None else ErrorKind.CONNECT
-            _fail(record, Status.ERROR, kind, _describe(exc))
-            return
-        except BadFraming as exc:
-            _fail(record, Status.ERROR, ErrorKind.BROKEN, _describe(exc))
-            return
-        except BadResponse as exc:
-            _fail(record, Status.ERROR, ErrorKind.PROTOCOL, _describe(exc))
-            return
         except TimeoutError:
-            _fail(record, Status.ERROR, ErrorKind.TIMEOUT, f"no complete response within {self.timeout_s:g} s")
-            return
-        except OSError as exc:  # connect refused, reset, TLS
-            kind = ErrorKind.BROKEN if response.status is not None else ErrorKind.CONNECT
-            _fail(record, Status.ERROR, kind, _describe(exc))
-            return
+            fail(record, Status.ERROR, ErrorKind.TIMEOUT, f"no complete response within {self.timeout_s:g} s")
+            return False
+        except TRANSPORT_ERRORS as exc:  # OSError: connect refused, reset, TLS
+            transport_failure(record, exc, began=response.status is not None)
+            return False
         except BaseException:  # GreenletExit when Locust stops the user, KeyboardInterrupt
-            _fail(record, Status.INCOMPLETE, None, "cancelled before completion")
+            fail(record, Status.INCOMPLETE, None, "cancelled before completion")
             raise
         finally:
             if conn is not None and (response.end_ns is None or not conn.reusable):
                 conn.close()
                 self._conn = None
-            _clean_ids(record)
-        response.conclude()
-        self.backend._finish(record, state)
+            clean_ids(record)
+        return True
 
     def _connection(self, record: RequestRecord) -> SyncConnection:
         if self._conn is not None and self._conn.reusable:
-            return self._conn
+            if self._conn.idle_and_open():
+                return self._conn
+            self._conn.close()  # closed by the server while idle: a new connection, paid by this request
         t0 = perf_counter_ns()
         self._conn = SyncConnection(self._endpoint, self.timeout_s)
         record.connect_duration_ns = perf_counter_ns() - t0
@@ -262,8 +224,8 @@ def get_json(url: str, headers: dict[str, str], timeout_s: float = 15.0) -> Any:
             conn.exchange(request_bytes(head, b""), sink)
         finally:
             conn.close()
-    except (OSError, ConnectionLost, BadFraming, BadResponse) as exc:
-        raise TargetError(f"cannot reach {url}: {_describe(exc)}",
+    except TRANSPORT_ERRORS as exc:
+        raise TargetError(f"cannot reach {url}: {describe(exc)}",
                           hint="is the server running? check --target, e.g. http://127.0.0.1:8000/v1") from None
     if sink.status != 200:
         raise TargetError(f"GET {url} answered HTTP {sink.status}", hint="check --target and --model")
@@ -271,6 +233,16 @@ def get_json(url: str, headers: dict[str, str], timeout_s: float = 15.0) -> Any:
         return orjson.loads(b"".join(sink.parts))
     except orjson.JSONDecodeError:
         raise TargetError(f"GET {url} did not answer JSON", hint="check --target (it should end in /v1)") from None
+
+
+def check_reachable(base_url: str, timeout_s: float = 15.0) -> None:
+    """Open (and close) one connection to the target: TargetError, in one line, when it cannot be reached."""
+    try:
+        conn = SyncConnection(Endpoint(base_url), timeout_s)
+    except OSError as exc:  # refused, unreachable host, DNS, TLS, timeout
+        raise TargetError(f"cannot reach {base_url}: {describe(exc)}",
+                          hint="is the server running? check --target, e.g. http://127.0.0.1:8000/v1") from None
+    conn.close()
 
 
 def discover_model(base_url: str, headers: dict[str, str]) -> str:

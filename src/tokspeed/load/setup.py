@@ -47,13 +47,15 @@ def scheduled_defaults(data: Any) -> Any:
         return data
     if len(given) > 1:
         raise ValueError(f"{' and '.join(given)} cannot be combined: pick one scheduled load")
-    if data.get("concurrency") is not None or data.get("profile") in ("synchronous", "concurrency"):
+    width = closed_width(given[0], data)
+    # already resolved (a config rebuilt from its own dump, as --workers client processes do)
+    resolved = width is not None and data.get("profile") == "concurrency" and data.get("concurrency") == width
+    if not resolved and (data.get("concurrency") is not None or data.get("profile") in ("synchronous", "concurrency")):
         raise ValueError(f"{given[0]} sets its own load: drop concurrency / synchronous (stages may give concurrency=N)")
     other = [k for k in ("multi_turn", "conversation_rate", "shared_prefix_groups", "images") if data.get(k)]
     if other:
         raise ValueError(f"{given[0]} cannot be combined with {other[0]}: run them separately")
     out = dict(data)
-    width = closed_width(given[0], out)
     if width is not None:  # concurrency stages: a closed loop as wide as the widest stage
         out["profile"], out["concurrency"] = "concurrency", width
         return out

@@ -20,6 +20,7 @@ All over measured (non-warm-up) records; latencies over completed ones. Formulas
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -116,6 +117,21 @@ def conversations(measured: Sequence[RequestRecord], turns: int | None) -> Conve
         input_tokens=distribution(np.array([row[3] for row in rows], dtype=np.float64)),
         output_tokens=distribution(np.array([row[4] for row in rows], dtype=np.float64)),
     )
+
+
+_SummaryT = TypeVar("_SummaryT", bound=BaseModel)
+
+
+def with_planned_turns(summary: _SummaryT, records: Sequence[RequestRecord], turns: int | None) -> _SummaryT:
+    """`summary` whose `conversations.completed` is judged against the `turns` the run planned (--multi-turn).
+
+    A summary alone cannot know them (it judges against the longest conversation it saw), so
+    the caller that knows the profile passes them; unchanged when `turns` is None or there are none.
+    """
+    if not turns or getattr(summary, "conversations", None) is None:
+        return summary
+    stats = conversations([r for r in records if not r.warmup], turns)
+    return summary.model_copy(update={"conversations": stats})
 
 
 def _conversation_row(rs: list[RequestRecord]) -> tuple[float, float, float, float, float]:

@@ -13,7 +13,9 @@ Over the completed, measured (non-warm-up) records of one load point:
   output_tokens / token-bearing chunks per request (always available);
 * early stops: requests that asked for `max_tokens` and got fewer (EOS, a stop
   string: finish_reason is usually `stop`), by finish_reason; and requests that got
-  more than they asked for (the server ignored max_tokens).
+  more than they asked for (the server ignored max_tokens). A request that ended with
+  finish_reason `length` but whose count (one per chunk, no usage) is below max_tokens
+  is not short: its chunks carried several tokens each (`undercounted`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class EarlyStops(_Frozen):
     short_by_finish_reason: dict[str, int] = Field(default_factory=dict)
     over: int = Field(0, description="more tokens than asked: the server ignored max_tokens")
     examples: list[int] = Field(default_factory=list, description="indices of the first short requests")
+    undercounted: int = Field(0, description="finish_reason 'length' yet fewer tokens than asked, counted by chunks: "
+                              "the chunks carried several tokens each (the count is low), not an early stop")
 
 
 class TokenAudit(_Frozen):
@@ -129,7 +133,8 @@ def early_stops(ok: Sequence[RequestRecord]) -> EarlyStops:
     """Completed requests with output_tokens < max_tokens (by finish_reason), and > max_tokens."""
     asked = [r for r in ok if r.max_tokens is not None and r.output_tokens is not None]
     pairs = [(r, r.output_tokens or 0, r.max_tokens or 0) for r in asked]
-    short = [r for r, got, wanted in pairs if got < wanted]
+    below = [r for r, got, wanted in pairs if got < wanted]
+    short = [r for r in below if not _undercounted(r)]
     over = sum(1 for _, got, wanted in pairs if got > wanted)
     reasons = Counter(r.finish_reason or "none" for r in short)
     return EarlyStops(
@@ -139,4 +144,10 @@ def early_stops(ok: Sequence[RequestRecord]) -> EarlyStops:
         short_by_finish_reason=dict(sorted(reasons.items())),
         over=over,
         examples=sorted(r.index for r in short)[:EXAMPLES],
+        undercounted=len(below) - len(short),
     )
+
+
+def _undercounted(r: RequestRecord) -> bool:
+    """Stopped at max_tokens ('length') but counted one token per chunk: multi-token chunks, not an early stop."""
+    return r.finish_reason == "length" and r.output_tokens_source is TokenSource.CHUNKS

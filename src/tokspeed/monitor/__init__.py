@@ -9,5 +9,8 @@
     webhook.py   Alertmanager-like JSON POSTs; failures logged, never raised
     promrules.py the same alerts as a Prometheus alerting-rules YAML file
     files.py     size-capped JSON-lines files (requests.jsonl, alerts.jsonl)
+    histograms.py    Prometheus histogram deltas, sums and histogram_quantile (linear within buckets)
+    server_window.py a scrape of the server's own /metrics -> Snapshot; deltas in a bounded ring -> ServerFigures
+    server_source.py scrapes that endpoint once per interval (--server-metrics); failures are data, not crashes
     loop.py      the monitor itself: ties the above together until a duration or a signal
 """

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokspeed.monitor import names
+from tokspeed.monitor.server_window import ServerFigures
 from tokspeed.monitor.window import WindowFigures
 
 
@@ -32,6 +33,9 @@ class ExportState:
     alerts: list[tuple[str, str, float | None]] = field(default_factory=list)  # (alert, state, value)
     gpus: list[dict[str, Any]] = field(default_factory=list)
     webhook_failures: int = 0
+    server: ServerFigures | None = None  # with --server-metrics: the server-side window (None: not scraped)
+    server_scrapes_ok: int = 0
+    server_scrapes_failed: int = 0
 
 
 class MonitorCollector:
@@ -72,6 +76,8 @@ class MonitorCollector:
         c = CounterMetricFamily(names.WEBHOOK_FAILURES, "Alert webhook deliveries that failed", labels=["target"])
         c.add_metric([t], float(s.webhook_failures))
         yield c
+        if s.server is not None:
+            yield from _server(s, s.server, GaugeMetricFamily, CounterMetricFamily)
 
 
 def _latency(s: ExportState, gauge: Any) -> Iterator[Any]:
@@ -107,6 +113,42 @@ def _gpus(s: ExportState, gauge: Any) -> Iterator[Any]:
         used = reading.get("memory_used_mib")
         mem.add_metric([gpu, s.target], _num(used, 2**20))
     yield from (util, mem)
+
+
+def _server(s: ExportState, f: ServerFigures, gauge: Any, counter: Any) -> Iterator[Any]:
+    """The server-side families (--server-metrics): quantiles from its histograms, rates, gauges."""
+    t = s.target
+    for metric, (family, help_text) in names.SERVER_LATENCY.items():
+        g = gauge(family, help_text + "; quantiles interpolated within its buckets", labels=["target", "quantile"])
+        for stat, q in names.SERVER_QUANTILE_OF_STAT.items():
+            g.add_metric([t, q], _num(f.quantiles.get(metric, {}).get(stat)))
+        yield g
+        m = gauge(names.server_mean_name(metric), f"Server-side mean {metric} over the rolling window (Δsum/Δcount)",
+                  labels=["target"])
+        m.add_metric([t], _num(f.means.get(metric)))
+        yield m
+    values = f.values()
+    for key, name in names.SERVER_SCALARS.items():
+        g = gauge(name, f"{key} from the server's own /metrics", labels=["target"])
+        g.add_metric([t], _num(values[key]))
+        yield g
+    g = gauge(names.SERVER_WINDOW_REQUESTS, "Requests the server finished inside the rolling window", labels=["target"])
+    g.add_metric([t], _num(f.requests))
+    yield g
+    g = gauge(names.SERVER_WINDOW_SECONDS, "Time the server-side window covers, ending at the last good scrape",
+              labels=["target"])
+    g.add_metric([t], f.span_s)
+    yield g
+    g = gauge(names.SERVER_LAST_SCRAPE, "Unix time of the last good scrape of the server's /metrics", labels=["target"])
+    g.add_metric([t], _num(f.last_scrape_unix_s))
+    yield g
+    c = counter(names.SERVER_SCRAPES_TOTAL, "Scrapes of the server's /metrics, by outcome", labels=["target", "outcome"])
+    c.add_metric([t, "ok"], float(s.server_scrapes_ok))
+    c.add_metric([t, "error"], float(s.server_scrapes_failed))
+    yield c
+    c = counter(names.SERVER_RESETS_TOTAL, "Server restarts seen (its counters went down)", labels=["target"])
+    c.add_metric([t], float(f.resets))
+    yield c
 
 
 def _num(value: float | None, scale: float = 1.0) -> float:

@@ -2,9 +2,12 @@
 
 Every `interval_s` the window is read, GPU telemetry sampled (when NVML has a
 GPU), the alert rules evaluated, the exporter's state replaced and one status
-line written to the log. Alert events go to the log, to `alerts.jsonl` and, in
-order, to the webhook (a queue drained by one task; delivery failures are
-logged and counted). Memory stays flat: records are folded into the bounded
+line written to the log. With `server_metrics` the server's own /metrics is
+scraped at each tick too (server_source.py) and its figures join the exported
+ones and the alert values; with a probe rate of 0 nothing is probed at all
+(passive monitoring) and target_up follows the scrapes. Alert events go to the
+log, to `alerts.jsonl` and, in order, to the webhook (a queue drained by one
+task; delivery failures are logged and counted). Memory stays flat: records are folded into the bounded
 window and written out, never kept.
 """
 
@@ -25,6 +28,8 @@ from tokspeed.monitor.exporter import ExportState, make_registry, serve_exporter
 from tokspeed.monitor.files import CappedJsonl
 from tokspeed.monitor.probe import Prober, ProbeSettings
 from tokspeed.monitor.rules import AlertRule
+from tokspeed.monitor.server_source import ServerSource
+from tokspeed.monitor.server_window import ServerFigures, ServerWindow
 from tokspeed.monitor.webhook import WebhookSender
 from tokspeed.monitor.window import RollingWindow, WindowFigures
 from tokspeed.records import RequestRecord, Status
@@ -46,6 +51,7 @@ class MonitorSettings:
     duration_s: float | None = None
     gpu: bool = True
     quiet: bool = False
+    server_metrics: str | None = None  # "auto" (the target's /metrics) or a URL; None: no scraping
 
 
 @dataclass
@@ -59,16 +65,25 @@ class MonitorSummary:
     webhook_failures: int = 0
     elapsed_s: float = 0.0
     interrupted: bool = False
+    server_scrapes: int | None = None  # None: the server's metrics were not scraped
+    server_scrape_failures: int = 0
+    probing: bool = True
 
     def lines(self) -> list[str]:
+        probes = (
+            f"{self.ok} probes completed, {self.errors} failed"
+            + (f", {self.skipped} skipped (too many in flight)" if self.skipped else "")
+            if self.probing else "no probes (passive)"
+        )
         out = [
-            f"monitored {self.elapsed_s:.0f} s: {self.ok} probes completed, {self.errors} failed"
-            + (f", {self.skipped} skipped (too many in flight)" if self.skipped else ""),
+            f"monitored {self.elapsed_s:.0f} s: {probes}",
             f"alerts: {self.fired} fired, {self.resolved} resolved"
             + (f"; still firing: {', '.join(self.firing_at_end)}" if self.firing_at_end else ""),
         ]
         if self.webhook_failures:
             out.append(f"webhook: {self.webhook_failures} deliveries failed")
+        if self.server_scrapes is not None:
+            out.append(f"server metrics: {self.server_scrapes} scrapes, {self.server_scrape_failures} failed")
         return out
 
 
@@ -92,6 +107,27 @@ class Monitor:
         self._sender: WebhookSender | None = None
         self._gpus: Any = None
         self._stop = asyncio.Event()
+        self.server = self._server_source()
+
+    def _server_source(self) -> ServerSource | None:
+        from tokspeed.telemetry.server import default_metrics_url, same_origin
+
+        spec = self.s.server_metrics
+        if spec is None:
+            return None
+        url = default_metrics_url(self.s.probe.target) if spec == "auto" else spec
+        if url is None:
+            self._log(f"server metrics off: no /metrics URL for {self.target}")
+            return None
+        key = self.s.probe.api_key
+        headers = {"Authorization": f"Bearer {key}"} if key and same_origin(url, self.s.probe.target) else {}
+        window = ServerWindow(self.s.window_s, self.s.interval_s)
+        return ServerSource(url, spec == "auto", headers, window, self._log)
+
+    @property
+    def passive(self) -> bool:
+        """No probes: only the server's own metrics are watched."""
+        return self.s.probe.rate <= 0
 
     def stop(self, interrupted: bool = False) -> None:
         self.summary.interrupted = self.summary.interrupted or interrupted
@@ -113,14 +149,19 @@ class Monitor:
             self.state.alerts = [(r.alert_name, "inactive", None) for r in self.s.rules]
             if on_ready is not None:
                 on_ready(self)
-            prober = Prober(self.s.probe, self._on_record, self._log)
-            tasks.append(asyncio.create_task(prober.run()))
+            prober = None if self.passive else Prober(self.s.probe, self._on_record, self._log)
+            if prober is not None:
+                tasks.append(asyncio.create_task(prober.run()))
+            self.summary.probing = prober is not None
+            if self.server is not None:
+                await self.server.poll()  # the base of the first interval's deltas
+            self._check_something_to_watch()
             if self.s.webhook_url:
                 self._queue = asyncio.Queue(WEBHOOK_QUEUE)
                 self._sender = WebhookSender(self.s.webhook_url, self.target, self._log)
                 tasks.append(asyncio.create_task(self._deliver()))
             await self._evaluate_until_stopped(started)
-            self.summary.skipped = prober.skipped
+            self.summary.skipped = prober.skipped if prober is not None else 0
         finally:
             await self._shutdown(tasks, runner)
             unhook()
@@ -128,6 +169,16 @@ class Monitor:
         self.summary.firing_at_end = [r.alert_name for r in self.tracker.firing()]
         self.summary.webhook_failures = self.state.webhook_failures
         return self.summary
+
+    def _check_something_to_watch(self) -> None:
+        """Passive (no probes) with no usable server metrics leaves nothing to monitor: a usage error."""
+        if self.passive and (self.server is None or self.server.disabled):
+            from tokspeed.errors import ConfigError
+
+            raise ConfigError(
+                f"--probe-rate 0 but {self.target} has no server metrics tokspeed can read",
+                hint="give --server-metrics URL of its Prometheus endpoint, or probe it (--probe-rate above 0)",
+            )
 
     async def _evaluate_until_stopped(self, started: float) -> None:
         deadline = None if self.s.duration_s is None else started + self.s.duration_s
@@ -161,6 +212,10 @@ class Monitor:
             await self._sender.close()
         if runner is not None:
             await runner.cleanup()
+        if self.server is not None:
+            self.summary.server_scrapes = self.server.scrapes
+            self.summary.server_scrape_failures = self.server.failures
+            await self.server.close()
         for f in (self._requests, self._alerts_file):
             if f is not None:
                 f.close()
@@ -228,14 +283,29 @@ class Monitor:
             self.state.gpus = readings
             utils = [r["utilization_pct"] for r in readings if r.get("utilization_pct") is not None]
             values["gpu_utilization_pct"] = sum(utils) / len(utils) if utils else None
+        server = await self._scrape_server()
+        if server is not None:
+            values.update(server.values())
         events = self.tracker.evaluate(values, time.time())
         self.state.figures = figures
         self.state.alerts = [(r.alert_name, self.tracker.state(r).value, self.tracker.value(r)) for r in self.s.rules]
         if not self.s.quiet:
-            self._log(status_line(figures))
+            self._log(status_line(figures, server, probes=not self.passive))
         for event in events:
             self._announce(event)
         return events
+
+    async def _scrape_server(self) -> ServerFigures | None:
+        """Scrape the server's /metrics (when configured) and publish its window; passive: it decides target_up."""
+        if self.server is None or self.server.disabled:
+            return None
+        await self.server.poll()
+        figures = self.server.figures()
+        st = self.state
+        st.server, st.server_scrapes_ok, st.server_scrapes_failed = figures, self.server.scrapes, self.server.failures
+        if self.passive:
+            st.up = figures.up
+        return figures
 
     def _announce(self, event: AlertEvent) -> None:
         value = "no data" if event.value is None else f"{event.value:g}"
@@ -264,8 +334,35 @@ class Monitor:
                 self._queue.task_done()
 
 
-def status_line(f: WindowFigures) -> str:
-    """One line of the window's figures for the log."""
+def status_line(f: WindowFigures, server: ServerFigures | None = None, probes: bool = True) -> str:
+    """One line of the window's figures for the log (probes, then the server's own when scraped)."""
+    parts = [_probe_status(f)] if probes else []
+    if server is not None:
+        parts.append(server_status(server))
+    return " || ".join(parts) or "no data"
+
+
+def server_status(f: ServerFigures) -> str:
+    """The server-side part of the status line."""
+    if not f.up:
+        return "server: down"
+
+    def ms(metric: str, stat: str) -> str:
+        v = f.quantiles.get(metric, {}).get(stat)
+        return "-" if v is None else f"{v * 1000:.1f}"
+
+    def num(v: float | None, fmt: str = ".1f") -> str:
+        return "-" if v is None else format(v, fmt)
+
+    return (
+        f"server {f.span_s:.0f}s: {num(f.requests_per_s, '.2f')} req/s {num(f.generation_tokens_per_s)} tok/s | "
+        f"ttft p50 {ms('ttft', 'p50')} p99 {ms('ttft', 'p99')} ms | itl p50 {ms('itl', 'p50')} ms | "
+        f"e2e p99 {ms('e2e', 'p99')} ms | running {num(f.running, 'g')} waiting {num(f.waiting, 'g')} "
+        f"kv {num(f.kv_cache_usage_pct)}%"
+    )
+
+
+def _probe_status(f: WindowFigures) -> str:
 
     def ms(metric: str, stat: str) -> str:
         v = getattr(f.dists[metric], stat)

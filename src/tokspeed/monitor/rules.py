@@ -10,8 +10,11 @@ alert fires on the first evaluation that meets it.
 
 Names a monitor can watch: percentile names of ttft/itl/tpot/e2e (ms) and
 decode (tokens_per_s) with stat p50, p90, p95, p99, p999, min, max or mean;
-error_rate, requests_per_s, output_tokens_per_s, total_tokens_per_s; and
-gpu_utilization_pct (mean over GPUs, when NVML telemetry is available).
+error_rate, requests_per_s, output_tokens_per_s, total_tokens_per_s;
+gpu_utilization_pct (mean over GPUs, when NVML telemetry is available); and, with
+--server-metrics, the server's own figures: server_<ttft|itl|tpot|e2e>_<stat>_ms (stat p50,
+p90, p95, p99, p999 or mean), server_requests_per_s, server_generation_tokens_per_s,
+server_running, server_waiting, server_kv_cache_usage_pct, server_up.
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ ALERT_STATS = ("p50", "p90", "p95", "p99", "p999", "min", "max", "mean")
 GPU_NAMES = ("gpu_utilization_pct",)
 _FOR_RE = re.compile(r"^(?P<cond>.*?)\s+for\s+(?P<dur>\S+)\s*$")
 _GPU_RE = re.compile(r"^\s*(gpu_utilization_pct)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
+_SERVER_RE = re.compile(r"^\s*(server_[a-z0-9_]+)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
+_SERVER_LATENCY_RE = re.compile(r"^server_(ttft|itl|tpot|e2e)_(p50|p90|p95|p99|p999|mean)_ms$")
+SERVER_SCALAR_NAMES = (
+    "server_requests_per_s", "server_generation_tokens_per_s", "server_running", "server_waiting",
+    "server_kv_cache_usage_pct", "server_up",
+)
 _HINT = "write NAME OP VALUE [for DURATION], e.g. --alert 'ttft_p99_ms>800 for 2m' or --alert 'error_rate>0.02'"
 
 
@@ -45,13 +54,13 @@ class AlertRule:
     @property
     def expression(self) -> str:
         """The condition as the user wrote it, normalised: `ttft_p99_ms>800`."""
-        return f"{self.name}{self.op}{self.value:g}"
+        return f"{self.name}{self.op}{number(self.value)}"
 
     @property
     def alert_name(self) -> str:
         """A stable identifier valid as a Prometheus alert and label value: `ttft_p99_ms_gt_800`."""
         op = {">": "gt", ">=": "ge", "<": "lt", "<=": "le"}[self.op]
-        value = f"{self.value:g}".replace("-", "neg").replace("+", "").replace(".", "_")
+        value = number(self.value).replace("-", "neg").replace("+", "").replace(".", "_")
         return f"{self.name}_{op}_{value}"
 
     def __str__(self) -> str:
@@ -60,6 +69,11 @@ class AlertRule:
     def met(self, observed: float | None) -> bool:
         """True when the alert condition holds; a missing value (no data in the window) never does."""
         return SLO(metric=self.metric, stat=self.stat, unit="", op=self.op, value=self.value).holds(observed)
+
+
+def number(value: float) -> str:
+    """A threshold written exactly (15 significant digits; `:g` would round 1234567 to 1.23457e+06)."""
+    return f"{value:.15g}"
 
 
 def prom_duration(seconds: float) -> str:
@@ -78,6 +92,10 @@ def prom_duration(seconds: float) -> str:
 def parse_alert(text: str) -> AlertRule:
     """Parse `ttft_p99_ms>800 for 2m`, `error_rate>0.02`, `gpu_utilization_pct>=95 for 5m`."""
     cond, for_s = _split_for(text)
+    server = _SERVER_RE.match(cond)
+    if server:
+        name, op, raw = server.groups()
+        return _server_rule(text, name, op, raw, for_s)
     gpu = _GPU_RE.match(cond)
     if gpu:
         name, op, raw = gpu.groups()
@@ -96,6 +114,24 @@ def parse_alert(text: str) -> AlertRule:
             "or gpu_utilization_pct",
         )
     return AlertRule(name=slo.name, op=slo.op, value=slo.value, for_s=for_s, metric=slo.metric, stat=slo.stat)
+
+
+def _server_rule(text: str, name: str, op: str, raw: str, for_s: float) -> AlertRule:
+    """`server_ttft_p99_ms>800`, `server_waiting>10`: a figure read from the server's own /metrics."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"--alert {text!r}: {raw!r} is not a number", hint=_HINT) from None
+    latency = _SERVER_LATENCY_RE.match(name)
+    if latency:
+        return AlertRule(name=name, op=op, value=value, for_s=for_s, metric=f"server_{latency.group(1)}",
+                         stat=latency.group(2))
+    if name in SERVER_SCALAR_NAMES:
+        return AlertRule(name=name, op=op, value=value, for_s=for_s, metric=name)
+    raise ConfigError(
+        f"--alert {text!r}: the monitor has no server figure {name!r}",
+        hint="use server_<ttft|itl|tpot|e2e>_<p50|p90|p95|p99|p999|mean>_ms or one of " + ", ".join(SERVER_SCALAR_NAMES),
+    )
 
 
 def _split_for(text: str) -> tuple[str, float]:

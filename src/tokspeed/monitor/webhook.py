@@ -12,9 +12,11 @@ import asyncio
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
+from tokspeed.backends.redact import Redactor
 from tokspeed.monitor.alerts import AlertEvent
 from tokspeed.monitor.names import promql
 
@@ -60,6 +62,14 @@ def payload(event: AlertEvent, target: str, severity: str = "warning") -> dict[s
     }
 
 
+def shown_url(url: str) -> tuple[str, Redactor]:
+    """The webhook as it may be logged (scheme, host and port: Slack-style URLs carry their token in the
+    path), and a redactor for messages that might quote the rest (path, query, password)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}", Redactor([url, parts.path, parts.query, parts.password or ""])
+
+
 class WebhookSender:
     """POSTs events to `url` on one aiohttp session; counts and reports failures."""
 
@@ -91,7 +101,8 @@ class WebhookSender:
 
     def _failed(self, why: str, event: AlertEvent) -> bool:
         self.failures += 1
-        self._on_failure(f"webhook {self.url}: {event.rule.alert_name} {event.status} not delivered ({why})")
+        where, redact = shown_url(self.url)
+        self._on_failure(f"webhook {where}: {event.rule.alert_name} {event.status} not delivered ({redact(why)})")
         return False
 
     async def close(self) -> None:

@@ -28,7 +28,12 @@ from tokspeed.quality.probes import LETTERS, Check
 
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 _NUMBER = re.compile(r"[-−]?\d+(?:,\d{3})*(?:\.\d+)?|[-−]?\.\d+")
-_ANSWER_IS = re.compile(r"(?i:answer|option|choice)\s*(?i:is|:)?\s*\(?([A-J])(?![A-Za-z])|答案\s*(?:是|为|:)?\s*\(?([A-J])")
+_CLOSE_THINK = "</think>"
+# explicit markers, strongest first: "the answer is B" / "答案是：B", then "option C is correct" / "应选 C"
+_ANSWER_IS = re.compile(r"(?i:answer)\s*(?i:is)?\s*:?\s*[(\[*_]*([A-J])(?![A-Za-z])|答案\s*(?:是|为)?\s*:?\s*[(\[*_]*([A-J])")
+_OPTION_IS = re.compile(
+    r"(?i:option|choice)\s*(?i:is)?\s*:?\s*[(\[*_]*([A-J])(?![A-Za-z])|(?:选项|应选|选择|选)\s*(?:是|为)?\s*:?\s*[(\[*_]*([A-J])"
+)
 _LEADING = re.compile(r"^\W*\(?([A-J])(?![A-Za-z])")
 _ANY_LETTER = re.compile(r"(?<![A-Za-z])([A-J])(?![A-Za-z])")
 MIN_LETTERS = 4  # a lone letter counts as a choice when within A..D, or up to the answer's letter
@@ -37,8 +42,11 @@ _SPACE = re.compile(r"\s+")
 
 
 def normalise(text: str) -> str:
-    """NFKC, without `<think>` blocks, stripped."""
-    return _THINK.sub("", unicodedata.normalize("NFKC", text)).strip()
+    """NFKC, without `<think>` blocks (and without everything before a `</think>` whose `<think>` the
+    chat template put in the prompt, as R1-style templates do), stripped."""
+    text = _THINK.sub("", unicodedata.normalize("NFKC", text))
+    _, closed, answer = text.rpartition(_CLOSE_THINK)
+    return (answer if closed else text).strip()
 
 
 def passes(response: str, checks: Sequence[Check]) -> bool:
@@ -61,13 +69,14 @@ def last_number(text: str) -> float | None:
 
 
 def chosen_letter(text: str, letters: str = LETTERS[:MIN_LETTERS]) -> str | None:
-    """The option letter a response picks: 'answer is X' first, then a leading letter, then the first lone one.
+    """The option letter a response picks: 'answer is X', then 'option X', then a leading letter, then the first lone one.
 
     Only `letters` count, so the pronoun "I" is not option I of a four-option question.
     """
-    m = _ANSWER_IS.search(text)
-    if m and (m.group(1) or m.group(2)) in letters:
-        return m.group(1) or m.group(2)
+    for marker in (_ANSWER_IS, _OPTION_IS):
+        for m in marker.finditer(text):
+            if (m.group(1) or m.group(2)) in letters:
+                return m.group(1) or m.group(2)
     for pattern in (_LEADING, _ANY_LETTER):
         for m in pattern.finditer(text):
             if m.group(1) in letters:

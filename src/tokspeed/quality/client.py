@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from tokspeed.backends.redact import Redactor, secret_values
 from tokspeed.errors import TargetError
 from tokspeed.quality.checkers import passes
 from tokspeed.quality.probes import ProbeItem
@@ -77,6 +78,20 @@ def response_text(api: str, payload: Any) -> tuple[str, int | None]:
     return (text if isinstance(text, str) else ""), (tokens if isinstance(tokens, int) else None)
 
 
+def target_redactor(target: ProbeTarget) -> Redactor:
+    """Masks the target's secrets: its API key, secret headers, the URL's password and the basic-auth
+    credential aiohttp makes of the URL's user-info."""
+    from base64 import b64encode
+    from urllib.parse import unquote, urlsplit
+
+    secrets = secret_values(target.url, target.api_key, target.headers)
+    parts = urlsplit(target.url)
+    if parts.password:
+        user = f"{unquote(parts.username or '')}:{unquote(parts.password)}"
+        secrets.append(b64encode(user.encode("latin-1", "replace")).decode("ascii"))
+    return Redactor(secrets)
+
+
 async def run_probe(
     target: ProbeTarget,
     items: Sequence[ProbeItem],
@@ -133,17 +148,18 @@ async def _ask(session: Any, target: ProbeTarget, model: str | None, item: Probe
     path = "/completions" if target.api == "completions" else "/chat/completions"
     body = orjson.dumps(request_body(item, model, target.api, settings))
     base = ItemResult(target=target.label, id=item.id, category=item.category, lang=item.lang, correct=False)
+    redact = target_redactor(target)  # servers echo what they were sent
     sent = time.perf_counter()
     try:
         async with session.post(target.url.rstrip("/") + path, data=body) as resp:
             raw = await resp.read()
             latency_ms = (time.perf_counter() - sent) * 1000
             if resp.status != 200:
-                detail = raw[:200].decode("utf-8", "replace")
+                detail = redact(raw[:4096].decode("utf-8", "replace"))[:200]  # redact before cutting
                 return base.model_copy(update={"error": f"HTTP {resp.status}: {detail}", "latency_ms": latency_ms})
             text, tokens = response_text(target.api, orjson.loads(raw))
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
-        return base.model_copy(update={"error": f"{type(exc).__name__}: {exc}"[:300]})
+        return base.model_copy(update={"error": redact(f"{type(exc).__name__}: {exc}")[:300]})
     return base.model_copy(
         update={
             "correct": passes(text, item.check),

@@ -85,5 +85,14 @@ def _model_args(value: Any) -> str | None:
         return None
     if isinstance(value, dict):
         value = ",".join(f"{k}={v}" for k, v in value.items())
-    parts = [p for p in str(value).split(",") if not p.strip().lower().startswith(("api_key", "token", "key="))]
+    parts = [p for p in str(value).split(",") if not _secret_arg(p)]
     return ",".join(parts)
+
+
+_SECRET_WORDS = ("key", "secret", "password", "passwd", "credential", "auth")
+
+
+def _secret_arg(part: str) -> bool:
+    """Whether one `name=value` of model_args may hold a secret (api_key, hf_token, client_secret, ...)."""
+    name = part.partition("=")[0].strip().lower()
+    return name.endswith("token") or any(word in name for word in _SECRET_WORDS)

@@ -9,14 +9,21 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
 
 import orjson
 
+from tokspeed.backends.redact import redact_url
 from tokspeed.errors import ConfigError, ResultsError, TargetError
-from tokspeed.quality.client import ProbeSettings, ProbeTarget, run_probe
+from tokspeed.quality.client import (
+    ProbeSettings,
+    ProbeTarget,
+    run_probe,
+    target_redactor,
+)
 from tokspeed.quality.probes import ProbeSet
 from tokspeed.quality.schema import (
     QUALITY_SCHEMA,
@@ -83,11 +90,12 @@ async def probe_targets(
     per_target: list[list[ItemResult]] = []
     try:
         for i, target in enumerate(targets):
+            target = _safe_label(target)
             items, model, wall = await run_probe(target, probes.items, settings, sink)
             if items and all(r.error is not None for r in items):
-                raise TargetError(f"every probe request to {target.url} failed: {items[0].error}",
+                raise TargetError(f"every probe request to {redact_url(target.url)} failed: {items[0].error}",
                                   hint="check the target URL, --model and --api-key")
-            tq = target_quality(target.label, target.url, model, items, wall)
+            tq = target_quality(target.label, redact_url(target.url), model, items, wall)
             if i < len(lm_eval):
                 tq.lm_eval = lm_eval[i]
             result.targets.append(tq)
@@ -101,6 +109,12 @@ async def probe_targets(
     if write_quality_json:
         write_json(out / QUALITY_FILE, result)
     return result
+
+
+def _safe_label(target: ProbeTarget) -> ProbeTarget:
+    """The target with its label cleared of its secrets (a label made from a URL may hold its password)."""
+    label = target_redactor(target)(target.label)
+    return target if label == target.label else replace(target, label=label)
 
 
 def run_probe_sync(
@@ -143,7 +157,7 @@ def label_targets(specs: Sequence[str]) -> list[tuple[str, str]]:
         else:
             url = spec
             parts = urlsplit(url)
-            label = parts.netloc or url
+            label = parts.netloc.rpartition("@")[2] or redact_url(url)  # never the user-info (a password)
         out.append((label, url))
     labels = [label for label, _ in out]
     return [(f"{label}#{i + 1}" if labels.count(label) > 1 else label, url) for i, (label, url) in enumerate(out)]

@@ -42,6 +42,7 @@ class Progress:
         self.sent = self.done = self.errored = 0
         self.output_tokens = 0
         self.ttfts: list[int] = []
+        self.conversations: set[int] = set()  # multi-turn: the phase's n counts these, not requests
 
     # Observer ---------------------------------------------------------------
     def target_ready(self, info: TargetInfo) -> None:
@@ -63,6 +64,8 @@ class Progress:
 
     def record(self, record: RequestRecord) -> None:
         self.done += 1
+        if record.conversation is not None:
+            self.conversations.add(record.conversation)
         if not record.ok:
             self.errored += 1
             return
@@ -85,8 +88,11 @@ class Progress:
         tps = self.output_tokens / elapsed if elapsed > 0 else 0.0
         recent = sorted(self.ttfts[-_RECENT:])
         p50 = recent[len(recent) // 2] / 1e6 if recent else None
+        done = f"{self.done}{total} done"
+        if self.conversations:  # e.g. "9 requests of 3/3 conversations done", never "9/3 done"
+            done = f"{self.done} requests of {len(self.conversations)}{total} conversations done"
         return (
-            f"{self.label} · {name}: {self.done}{total} done, {self.errored} errored, "
+            f"{self.label} · {name}: {done}, {self.errored} errored, "
             f"{self.sent - self.done} in flight · {elapsed:.1f} s · {fmt(tps, 1)} output tok/s · "
             f"TTFT p50 {fmt(p50, 1)} ms"
         )

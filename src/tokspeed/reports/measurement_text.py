@@ -64,6 +64,9 @@ def token_audit_lines(name: str, audit: TokenAudit) -> list[str]:
             lines.append(f"    e.g. requests {', '.join(map(str, e.examples))}")
         if e.over:
             lines.append(f"  more tokens than max_tokens: {e.over} (the server ignored max_tokens)")
+        if e.undercounted:
+            lines.append(f"  stopped at max_tokens but counted lower: {e.undercounted} (several tokens per chunk, "
+                         "no usage: the token count is low)")
     return lines
 
 

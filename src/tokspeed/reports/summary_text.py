@@ -13,7 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tokspeed.metrics.schema import Schedule
+from tokspeed.metrics.schema import Schedule, Summary
 from tokspeed.metrics.stats import Distribution, min_samples_for_ci, required_samples
 from tokspeed.results import Benchmark, RunResult
 
@@ -90,8 +90,12 @@ def _describe_load(result: RunResult) -> str:
         limit = (limit + " or " if limit else "") + f"{cfg['duration_s']:g} s"
     if bench is not None and bench.profile.get("open_loop") and not limit:  # a trace, stages or classes
         limit = f"{bench.profile.get('requests')} requests scheduled over {bench.profile.get('duration_s') or 0:g} s"
+    if bench is not None and bench.profile.get("stages") is not None and not limit:  # concurrency stages
+        limit = f"{bench.profile.get('duration_s') or 0:g} s of stages"
     if not limit:
         limit = "100 requests"
+    if bench is not None and bench.profile.get("kind") == "conversations":  # --requests counts conversations
+        limit = limit.replace(" requests", " conversations")
     iters = cfg.get("iterations", 1)
     return f"{label} · {limit}" + (f" × {iters} iterations" if iters > 1 else "")
 
@@ -188,8 +192,7 @@ def totals_lines(bench: Benchmark) -> list[str]:
     lines = [
         f"Requests  {r.completed} completed, {r.errored} errored, {r.incomplete} incomplete"
         + (f"  ·  error rate {fmt((s.error_rate or 0) * 100, 1)}%" if s.error_rate else ""),
-        f"Throughput  {fmt(t.requests_per_s)} req/s · {fmt(t.output_tokens_per_s)} output tok/s · "
-        f"{fmt(t.total_tokens_per_s)} total tok/s  (window {fmt(s.window_s)} s)",
+        f"Throughput  {fmt(t.requests_per_s)} req/s · {_token_rates(s)}  (window {fmt(s.window_s)} s)",
     ]
     if s.schedule is not None:
         lines.append(schedule_line(s.schedule))
@@ -217,12 +220,23 @@ def schedule_line(sc: Schedule) -> str:
     )
 
 
+def _token_rates(s: Summary) -> str:
+    """Output and total tokens/s; input tokens/s alone when nothing was generated (embeddings)."""
+    t = s.throughput
+    if not s.tokens.output_total and s.tokens.input_total:
+        return f"{fmt(t.input_tokens_per_s)} input tok/s"
+    return f"{fmt(t.output_tokens_per_s)} output tok/s · {fmt(t.total_tokens_per_s)} total tok/s"
+
+
 def sample_lines(result: RunResult, limit: int = 300) -> list[str]:
-    """The first prompt and its response, one line each, shortened."""
+    """The first prompt and its response, one line each, shortened (no response line when there is none)."""
     if not result.samples:
         return []
     sample = result.samples[0]
-    return [f"Sample prompt:   {_one_line(sample.prompt, limit)}", f"Sample response: {_one_line(sample.response, limit)}"]
+    lines = [f"Sample prompt:   {_one_line(sample.prompt, limit)}"]
+    if sample.response:
+        lines.append(f"Sample response: {_one_line(sample.response, limit)}")
+    return lines
 
 
 def _one_line(text: str, limit: int) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tokspeed.config import RunConfig
+from tokspeed.diagnosis.tokens import stopped_early
 from tokspeed.records import Anomaly, RequestRecord, TokenSource
 from tokspeed.results import Benchmark
 
@@ -60,7 +61,7 @@ def _ignored_max_tokens(b: Benchmark, cfg: RunConfig, records: list[RequestRecor
 
 def _early_stops(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
     ok = [r for r in records if r.ok and not r.warmup and r.max_tokens and r.output_tokens is not None]
-    short = [r for r in ok if r.output_tokens is not None and r.max_tokens and r.output_tokens < r.max_tokens]
+    short = [r for r in ok if stopped_early(r)]
     if ok and len(short) > len(ok) // 2:
         return (
             f"{len(short)} of {len(ok)} responses stopped before max_tokens (EOS or stop words): output lengths vary; "

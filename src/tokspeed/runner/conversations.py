@@ -94,9 +94,12 @@ def shape_workload(workload: Any, cfg: RunConfig) -> Any:
         prefixes = Prefixes(shape, cfg.seed, load_counter(cfg.tokenizer))
     if cfg.multi_turn is None:
         return workload if prefixes is None else PrefixWorkload(workload, prefixes)
+    # the prompt form of --api: ollama-chat keeps chat messages (roles), like chat
+    from tokspeed.backends.native import workload_api
+
     return ConversationWorkload(
-        workload, cfg.multi_turn, parse_think_time(cfg.think_time), cfg.api.value, cfg.seed,
-        load_counter(cfg.tokenizer), prefixes,
+        workload, cfg.multi_turn, parse_think_time(cfg.think_time), workload_api(cfg.api.value), cfg.seed,
+        load_counter(cfg.tokenizer), prefixes, keep_all_texts=cfg.token_audit,
     )
 
 
@@ -148,6 +151,9 @@ class _Conversations:
         for turn in range(1, self.turns + 1):
             if turn > 1:
                 scheduled = perf_counter_ns() + int(self.workload.think_s(number, turn) * NS)
+                if self.deadline is not None and scheduled >= self.deadline:  # not due inside the phase
+                    await sleep_until(self.deadline)  # a closed-loop user still starts nothing new before it
+                    return
                 await sleep_until(scheduled)
                 if self.past_deadline():
                     return
@@ -172,7 +178,7 @@ class _Conversations:
         """The record's answer joins its conversation; only the first few keep their text on disk."""
         if record.output_text is not None:
             self._answers[record.index] = record.output_text
-        if record.index - self.phase.first_index >= _TEXT_KEPT:
+        if record.index - self.phase.first_index >= _TEXT_KEPT and not self.workload.keep_all_texts:
             record.output_text = None
         self.on_record(record)
 

@@ -10,17 +10,51 @@
 * with `--prefix-cache-tokens`, counters `tokspeed_sim:prefix_cache_queries_total` and
   `tokspeed_sim:prefix_cache_hits_total`: prompt tokens looked up in the prefix cache and found there
   (vLLM's `vllm:prefix_cache_queries` / `vllm:prefix_cache_hits`)
-* histogram `tokspeed_sim:time_to_first_token_seconds` (only `+Inf` bucket, `_sum`, `_count`): arrival
-  to first token written, observed when a request that sent a token gives its slot back (vLLM's
+* histogram `tokspeed_sim:time_to_first_token_seconds` (vLLM's buckets): arrival to first token
+  written, observed when a request that sent a token gives its slot back (vLLM's
   `vllm:time_to_first_token_seconds`, for comparing a server's aggregate with the client's)
+* histograms `tokspeed_sim:inter_token_latency_seconds` (each gap between token-bearing chunks) and
+  `tokspeed_sim:e2e_request_latency_seconds` (arrival to end, requests that ended `ok`), vLLM's
+  buckets and names, observed at the same moment (for `tokspeed monitor --server-metrics`)
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from tokspeed.sim.gate import FifoGate
-from tokspeed.sim.log import LogEntry
+from tokspeed.sim.log import LogEntry, SimStatus
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# vLLM's bucket bounds (seconds) for these histograms
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+               960.0, 1920.0, 7680.0)
+
+
+class Histogram:
+    """A Prometheus histogram: counts per bucket (made cumulative when rendered), sum and count."""
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # the last is +Inf
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1  # the first bucket with value <= le
+        self.sum += value
+        self.count += 1
+
+    def lines(self, full: str, labels: str, help_text: str) -> list[str]:
+        out = [f"# HELP {full} {help_text}", f"# TYPE {full} histogram"]
+        running = 0
+        for bound, n in zip((*(f"{b}" for b in self.bounds), "+Inf"), self.counts, strict=True):
+            running += n
+            out.append(f'{full}_bucket{{{labels},le="{bound}"}} {running}')
+        return out + [f"{full}_sum{{{labels}}} {self.sum}", f"{full}_count{{{labels}}} {self.count}"]
 
 
 class SimMetrics:
@@ -37,8 +71,9 @@ class SimMetrics:
         self._prefix_cache = prefix_cache  # serve vLLM-style prefix-cache counters (--prefix-cache-tokens)
         self._prefix_queries = 0  # prompt tokens looked up in the prefix cache
         self._prefix_hits = 0  # of those, tokens found there
-        self._ttft_sum_s = 0.0
-        self._ttft_count = 0
+        self._ttft = Histogram(TTFT_BUCKETS)
+        self._itl = Histogram(ITL_BUCKETS)
+        self._e2e = Histogram(E2E_BUCKETS)
 
     def admitted(self, entry: LogEntry) -> None:
         """A request got its slot and starts being served."""
@@ -54,8 +89,11 @@ class SimMetrics:
         if self._running.pop(id(entry), None) is not None:
             self._finished_tokens += entry.completion_tokens
             if entry.chunk_ns:
-                self._ttft_sum_s += (entry.chunk_ns[0] - entry.received_ns) / 1e9
-                self._ttft_count += 1
+                self._ttft.observe((entry.chunk_ns[0] - entry.received_ns) / 1e9)
+                for before, after in zip(entry.chunk_ns, entry.chunk_ns[1:]):
+                    self._itl.observe((after - before) / 1e9)
+                if entry.status is SimStatus.OK and entry.end_ns is not None:
+                    self._e2e.observe((entry.end_ns - entry.received_ns) / 1e9)
 
     def kv_usage(self) -> float:
         held = sum((e.prompt_tokens or 0) + e.completion_tokens for e in self._running.values())
@@ -81,9 +119,8 @@ class SimMetrics:
             full = f"tokspeed_sim:{name}"
             sample = full + ("_total" if kind == "counter" else "")
             lines += [f"# HELP {full} {help_text}", f"# TYPE {full} {kind}", f'{sample}{{model_name="{self._model}"}} {value}']
-        full = "tokspeed_sim:time_to_first_token_seconds"
         labels = f'model_name="{self._model}"'
-        lines += [f"# HELP {full} Arrival to first token written, seconds.", f"# TYPE {full} histogram",
-                  f'{full}_bucket{{{labels},le="+Inf"}} {self._ttft_count}', f"{full}_sum{{{labels}}} {self._ttft_sum_s}",
-                  f"{full}_count{{{labels}}} {self._ttft_count}"]
+        lines += self._ttft.lines("tokspeed_sim:time_to_first_token_seconds", labels, "Arrival to first token written, seconds.")
+        lines += self._itl.lines("tokspeed_sim:inter_token_latency_seconds", labels, "Gap between token-bearing chunks, seconds.")
+        lines += self._e2e.lines("tokspeed_sim:e2e_request_latency_seconds", labels, "Arrival to end of ok requests, seconds.")
         return "\n".join(lines) + "\n"

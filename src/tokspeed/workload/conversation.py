@@ -133,6 +133,7 @@ class ConversationWorkload:
     seed: int = 0
     counter: TokenCounter = field(default_factory=ApproxCounter)
     prefixes: Prefixes | None = None
+    keep_all_texts: bool = False  # --token-audit: every answer stays in its record (else the first few)
 
     def __post_init__(self) -> None:
         if self.turns < 1:

@@ -24,8 +24,13 @@ import numpy as np
 
 from tokspeed.errors import ConfigError
 from tokspeed.records import RequestSpec
-from tokspeed.workload.synthetic import ApproxPromptBuilder, random_words, request_tag
-from tokspeed.workload.tokens import ApproxCounter, TokenCounter
+from tokspeed.workload.synthetic import (
+    ApproxPromptBuilder,
+    TokenizerPromptBuilder,
+    random_words,
+    request_tag,
+)
+from tokspeed.workload.tokens import ApproxCounter, HFTokenizerCounter, TokenCounter
 
 UNIQUE = -1  # prefix_group of a request whose prefix no other request shares
 _GROUP_STREAM = 1001  # random streams of their own, apart from workload.lengths.Stream
@@ -82,7 +87,9 @@ class Prefixes:
             tag, rng = f"G{group}", np.random.default_rng([self.seed % (1 << 64), group, _WORDS_STREAM])
         if isinstance(self.counter, ApproxCounter):
             return ApproxPromptBuilder().build(tag, self.shape.tokens, rng)
-        text = f"{tag} {random_words(rng, self.shape.tokens)}"  # one word is about one token: trim to size
+        if isinstance(self.counter, HFTokenizerCounter):  # exactly `tokens` under the tokenizer
+            return TokenizerPromptBuilder(self.counter).build(tag, self.shape.tokens, rng)
+        text = f"{tag} {random_words(rng, self.shape.tokens)}"  # another counter: about one token a word
         return text, self.counter.count(text)
 
 

@@ -238,7 +238,7 @@ def azure_time_s(text: str, where: str) -> float:
     s = text.strip()
     head, dot, frac = s.partition(".")
     if dot:
-        digits = "".join(c for c in frac if c.isdigit())
+        digits = frac[: len(frac) - len(frac.lstrip("0123456789"))]  # the fraction; an offset may follow
         s = f"{head}.{digits[:6]}{frac[len(digits):]}"
     try:
         t = datetime.fromisoformat(s)

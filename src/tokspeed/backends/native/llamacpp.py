@@ -1,7 +1,7 @@
 """llama.cpp server's native API: `POST /completion` (SSE).
 
 Stream: `data: {"content":"<text>","stop":false,...}` per token; the last event has `"stop":true`,
-`stop_type`, `tokens_predicted`, `tokens_evaluated` and `timings` in ms (floats): `prompt_n`,
+`stop_type` (older builds: `stopped_eos`/`stopped_word`/`stopped_limit` flags), `tokens_predicted`, `tokens_evaluated` and `timings` in ms (floats): `prompt_n`,
 `prompt_ms` (prompt processing up to the first token), `predicted_n`, `predicted_ms` (generation
 from the first token to the last). They become `prefill_ms`, `decode_ms`, `prompt_tokens` and
 `output_tokens`. llama.cpp reports no queue time: a request waiting for a free slot shows up in
@@ -59,6 +59,10 @@ class LlamaCpp(NativeProtocol):
         state.done = True
         if obj.get("stop_type"):
             record.finish_reason = obj["stop_type"]
+        else:  # builds before stop_type send one flag per reason
+            reason = next((r for r in ("eos", "word", "limit") if obj.get(f"stopped_{r}") is True), None)
+            if reason is not None:
+                record.finish_reason = reason
         timings = obj.get("timings") or {}
         put_ms(state, "prefill_ms", timings.get("prompt_ms"))
         put_ms(state, "decode_ms", timings.get("predicted_ms"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tokspeed.backends.exchange import as_count
 from tokspeed.records import RequestRecord, RequestSpec
 
 Framing = Literal["sse", "ndjson"]
@@ -41,7 +42,6 @@ class NativeState:
     chunk_counts: list[int] = field(default_factory=list)  # cumulative output count per token chunk, when sent
     server: dict[str, float] = field(default_factory=dict)
     done: bool = False  # the stream's own end marker arrived
-    retry_after: str | None = None
 
 
 class NativeProtocol:
@@ -102,11 +102,6 @@ def token(record: RequestRecord, state: NativeState, now: int, text: str, conten
     record.chunk_ns.append(now)
     if state.text is not None:
         state.text.append(text)
-
-
-def as_count(value: object) -> int | None:
-    """`value` when it is a token count (an int ≥ 0, not a bool), else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def put_ms(state: NativeState, key: str, value: object, scale: float = 1.0) -> None:

@@ -1,0 +1,187 @@
+"""What every backend over the lean HTTP/1.1 pool shares: its settings, start/close, and `send`.
+
+`PooledHTTPBackend` is the base of the OpenAI backend (`openai_http`) and the native-protocol
+backend (`native.backend`). It holds the target's settings (headers with the API key, extra
+body, sampling, deadlines, retries, pool size, token counter, how many sample texts to keep),
+redacts secrets from every error it raises or records, and sends a request the same way for
+both: the request's bytes, attempts with 429/503 retries (`exchange.retrying`), the full text
+for a multi-turn caller, and the error text redacted then cut. A subclass says how it starts
+(discovery, probe), what a request's body is (`_body`), which sink parses the answer
+(`response`) and how an ended exchange is judged and counted (`settle`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypedDict, TypeVar
+
+import aiohttp
+import orjson
+
+from tokspeed.backends.base import TargetInfo
+from tokspeed.backends.exchange import (
+    Response,
+    clean_ids,
+    exchange,
+    joined,
+    prewarm,
+    redact_error,
+    redacted,
+    retrying,
+    take_spec,
+)
+from tokspeed.backends.http1 import Pool, request_bytes
+from tokspeed.backends.redact import Redactor
+from tokspeed.errors import TargetError
+from tokspeed.records import RequestRecord, RequestSpec, Status
+from tokspeed.workload.tokens import TokenCounter
+
+R = TypeVar("R", bound=Response)
+
+
+class HTTPSettings(TypedDict, total=False):
+    """The keyword settings every pooled HTTP backend takes (see `PooledHTTPBackend` for their defaults)."""
+
+    stream: bool
+    model: str | None
+    api_key: str | None
+    headers: dict[str, str] | None
+    extra_body: dict[str, Any] | None
+    sampling: dict[str, Any] | None
+    timeout_s: float
+    ttft_timeout_s: float | None
+    retries: int
+    pool_size: int
+    prewarm: int | None
+    counter: TokenCounter | None
+    keep_text_for: int
+
+
+class PooledHTTPBackend(Generic[R]):
+    """Settings, session, pool and the request loop of an HTTP backend; subclasses fill in the protocol.
+
+    `R` is the backend's response sink.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        stream: bool = True,
+        model: str | None = None,  # None: discovered at start
+        api_key: str | None = None,
+        headers: dict[str, str] | None = None,
+        extra_body: dict[str, Any] | None = None,  # merged over each request body
+        sampling: dict[str, Any] | None = None,  # empty values are dropped
+        timeout_s: float = 600.0,
+        ttft_timeout_s: float | None = None,
+        retries: int = 0,  # of 429/503 answers
+        pool_size: int = 64,
+        prewarm: int | None = None,
+        counter: TokenCounter | None = None,  # counts output tokens when the server does not
+        keep_text_for: int = 3,  # requests (by index) whose output text is kept as a sample
+    ) -> None:
+        self.stream = stream
+        self.model = model
+        self._headers = {"Content-Type": "application/json", **(headers or {})}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._extra = dict(extra_body or {})
+        self._sampling = {k: v for k, v in (sampling or {}).items() if v not in (None, [], "")}
+        self._timeout_s = timeout_s
+        self._ttft_timeout_s = ttft_timeout_s
+        self._retries = retries
+        self._redact = Redactor.for_target(base_url, api_key, self._headers)
+        self._pool_size = pool_size
+        self._prewarm = prewarm  # connections opened at start (None: pool_size)
+        self._counter = counter
+        self._keep_text_for = keep_text_for
+        self._session: aiohttp.ClientSession | None = None  # discovery and the probe
+        self._pool: Pool | None = None  # the requests themselves
+        self._head = b""  # the request line and headers (set once the route is known)
+
+    # lifecycle ------------------------------------------------------------
+    async def start(self) -> TargetInfo:
+        """Discover and probe the target, open connections; a TargetError's text never holds a secret."""
+        try:
+            return await self._start()
+        except TargetError as exc:
+            raise redacted(exc, self._redact) from None
+
+    async def _start(self) -> TargetInfo:
+        raise NotImplementedError
+
+    def _open_session(self) -> aiohttp.ClientSession:
+        """The aiohttp session for discovery and the probe (requests go through the pool)."""
+        self._session = aiohttp.ClientSession(
+            headers=self._headers, timeout=aiohttp.ClientTimeout(total=self._timeout_s)
+        )
+        return self._session
+
+    async def _prewarm_pool(self) -> list[str]:
+        """Open the pool's connections ahead of the load; notes for TargetInfo when fewer opened."""
+        assert self._pool is not None
+        return await prewarm(self._pool, self._pool_size, self._prewarm)
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    # requests ---------------------------------------------------------------
+    def _body(self, spec: RequestSpec) -> dict[str, Any]:
+        """The JSON request body for `spec`."""
+        raise NotImplementedError
+
+    def _asked_tokens(self, spec: RequestSpec) -> int | None:
+        """The output tokens the request asks for (`record.max_tokens`)."""
+        return spec.max_tokens
+
+    def prepare(self, spec: RequestSpec, record: RequestRecord) -> tuple[bytes, bool]:
+        """`spec` as the request's bytes, its fields in `record`; and whether to keep the answer's text."""
+        take_spec(record, spec, self._asked_tokens(spec))
+        keep_text = record.index < self._keep_text_for or self._counter is not None or spec.keep_text
+        return request_bytes(self._head, orjson.dumps(self._body(spec))), keep_text
+
+    def response(self, record: RequestRecord, keep_text: bool) -> R:
+        """A fresh sink for one attempt at `record`."""
+        raise NotImplementedError
+
+    def settle(self, response: R) -> None:
+        """After an exchange that ended (ids already cleaned): judge the response; when it ended well, count."""
+        response.conclude()
+        if response.record.status is Status.OK:
+            self._count_tokens(response)
+
+    def _count_tokens(self, response: R) -> None:
+        """Per request that ended well: token counts and their sources, sample text, what else the server said."""
+        raise NotImplementedError
+
+    def redact_error(self, record: RequestRecord) -> None:
+        """The record's error text, redacted of this target's secrets, then cut."""
+        redact_error(record, self._redact)
+
+    async def send(self, spec: RequestSpec, record: RequestRecord) -> None:
+        """Send `spec` (retrying 429/503 up to `retries` times) and fill `record`; never raises for failures."""
+        assert self._pool is not None, "start() first"
+        data, keep_text = self.prepare(spec, record)
+        try:
+            response = await retrying(lambda: self._attempt(data, record, keep_text), record, self._retries)
+            if spec.keep_text and record.output_text is None and record.status is Status.OK:  # multi-turn
+                record.output_text = joined(response.kept_text() or [])
+        finally:
+            redact_error(record, self._redact)
+
+    async def _attempt(self, data: bytes, record: RequestRecord, keep_text: bool) -> R:
+        """One HTTP exchange: every outcome lands in `record` (a Ctrl-C cancellation is re-raised)."""
+        assert self._pool is not None
+        response = self.response(record, keep_text)
+        try:
+            ended = await exchange(self._pool, data, response, self._ttft_timeout_s, self._timeout_s)
+        finally:
+            clean_ids(record)
+        if ended:
+            self.settle(response)
+        return response
