@@ -33,7 +33,15 @@ from tokspeed.config import RunConfig
 from tokspeed.errors import ConfigError
 from tokspeed.load.plan import NS, LoadPlan, arrival_offsets_ns
 from tokspeed.records import RequestRecord
-from tokspeed.runner.executor import OnRecord, Phase, SpecSource, _send, run_phase
+from tokspeed.runner.executor import (
+    OnRecord,
+    Phase,
+    SpecSource,
+    cancel_all,
+    gather_or_cancel,
+    run_phase,
+    send_one,
+)
 from tokspeed.runner.pacing import sleep_until
 from tokspeed.workload.conversation import ConversationWorkload, parse_think_time
 from tokspeed.workload.prefix import Prefixes, PrefixWorkload, SharedPrefix
@@ -163,7 +171,7 @@ class _Conversations:
                 index=index, iteration=self.phase.iteration, warmup=self.phase.warmup, scheduled_ns=scheduled,
                 conversation=number, turn=turn,
             )
-            await _send(self.backend, spec, record, self._keep, self.on_start, self.slots)
+            await send_one(self.backend, spec, record, self._keep, self.on_start, self.slots)
             answer = self._answers.pop(index, None)
             if not record.ok:
                 return
@@ -191,7 +199,7 @@ class _Conversations:
                     return
                 await self.converse(number, perf_counter_ns())
 
-        await _gather_or_cancel([asyncio.ensure_future(user()) for _ in range(users)])
+        await gather_or_cancel([asyncio.ensure_future(user()) for _ in range(users)])
 
     async def open_loop(self, plan: ConversationPlan) -> None:
         assert plan.rate is not None
@@ -209,23 +217,9 @@ class _Conversations:
                     break  # a lost backend: stop starting conversations
                 tasks.append(asyncio.ensure_future(self.converse(number, due)))
         except asyncio.CancelledError:
-            await _cancel_all(tasks)
+            await cancel_all(tasks)
             raise
-        await _gather_or_cancel(tasks)
+        await gather_or_cancel(tasks)
 
 
 _TEXT_KEPT = 3  # like the backends' samples: the first few requests keep their answer text in the record
-
-
-async def _gather_or_cancel(tasks: list[asyncio.Future[None]]) -> None:
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        await _cancel_all(tasks)
-        raise
-
-
-async def _cancel_all(tasks: list[asyncio.Future[None]]) -> None:
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)

@@ -69,10 +69,10 @@ async def run_phase(
     elif plan.open_loop:
         await _open_loop(plan, phase, backend, workload, on_record, on_start)
     else:
-        await _closed_loop(plan.workers or 1, phase, backend, workload, on_record, on_start)
+        await closed_loop(plan.workers or 1, phase, backend, workload, on_record, on_start)
 
 
-async def _send(
+async def send_one(
     backend: Backend,
     spec: RequestSpec,
     record: RequestRecord,
@@ -108,11 +108,11 @@ def _mark(record: RequestRecord, status: Status, kind: ErrorKind | None, message
         record.end_ns = perf_counter_ns()
 
 
-def _record(phase: Phase, index: int, scheduled_ns: int) -> RequestRecord:
+def new_record(phase: Phase, index: int, scheduled_ns: int) -> RequestRecord:
     return RequestRecord(index=index, iteration=phase.iteration, warmup=phase.warmup, scheduled_ns=scheduled_ns)
 
 
-async def _closed_loop(
+async def closed_loop(
     workers: int,
     phase: Phase,
     backend: Backend,
@@ -132,10 +132,10 @@ async def _closed_loop(
             now = perf_counter_ns()
             if deadline is not None and now >= deadline:
                 return
-            await _send(backend, workload.request(index), _record(phase, index, now), on_record, on_start)
+            await send_one(backend, workload.request(index), new_record(phase, index, now), on_record, on_start)
 
     tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]
-    await _gather_or_cancel(tasks)
+    await gather_or_cancel(tasks)
 
 
 async def _open_loop(
@@ -160,32 +160,32 @@ async def _open_loop(
     try:
         for i, offset in enumerate(offsets.tolist()):
             due, index = start + offset, phase.first_index + i
-            spec, record = workload.request(index), _record(phase, index, due)  # ready before it is due
+            spec, record = workload.request(index), new_record(phase, index, due)  # ready before it is due
             await sleep_until(due)
             if lost:
                 break
-            task = asyncio.ensure_future(_send(backend, spec, record, on_record, on_start, slots))
+            task = asyncio.ensure_future(send_one(backend, spec, record, on_record, on_start, slots))
             in_flight.add(task)
             task.add_done_callback(settled)
     except asyncio.CancelledError:
-        await _cancel_all(list(in_flight))
+        await cancel_all(list(in_flight))
         raise
     if not lost:
-        await _gather_or_cancel(list(in_flight))
+        await gather_or_cancel(list(in_flight))
     if lost:
-        await _cancel_all(list(in_flight))
+        await cancel_all(list(in_flight))
         raise lost[0]
 
 
-async def _gather_or_cancel(tasks: list[asyncio.Future[None]]) -> None:
+async def gather_or_cancel(tasks: list[asyncio.Future[None]]) -> None:
     try:
         await asyncio.gather(*tasks)
     except BaseException:
-        await _cancel_all(tasks)
+        await cancel_all(tasks)
         raise
 
 
-async def _cancel_all(tasks: list[asyncio.Future[None]]) -> None:
+async def cancel_all(tasks: list[asyncio.Future[None]]) -> None:
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -26,10 +26,10 @@ from tokspeed.runner.executor import (
     OnRecord,
     Phase,
     SpecSource,
-    _closed_loop,
-    _gather_or_cancel,
-    _record,
-    _send,
+    closed_loop,
+    gather_or_cancel,
+    new_record,
+    send_one,
 )
 from tokspeed.runner.pacing import sleep_until
 
@@ -45,7 +45,7 @@ async def staged_closed_loop(
     """Run the stages of `timeline` (its windows carry widths) back to back, as one closed loop."""
     widths = [w.concurrency or 0 for w in timeline.windows]
     if phase.warmup:
-        await _closed_loop(max(1, widths[0]), phase, backend, workload, on_record, on_start)
+        await closed_loop(max(1, widths[0]), phase, backend, workload, on_record, on_start)
         return
     start = perf_counter_ns()
     ends = np.asarray([start + round(w.end_s * NS) for w in timeline.windows], dtype=np.int64)
@@ -66,9 +66,9 @@ async def staged_closed_loop(
                     return
                 n_left[0] -= 1
             index = next(indices)
-            record = _record(phase, index, now)
+            record = new_record(phase, index, now)
             record.stage = timeline.windows[k].name
-            await _send(backend, workload.request(index), record, on_record, on_start)
+            await send_one(backend, workload.request(index), record, on_record, on_start)
 
     tasks: list[asyncio.Future[None]] = [asyncio.ensure_future(worker(slot)) for slot in range(max(widths))]
-    await _gather_or_cancel(tasks)
+    await gather_or_cancel(tasks)
