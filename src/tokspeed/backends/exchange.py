@@ -19,6 +19,7 @@ Nothing here runs per token: the per-event parsing stays in each backend's sink,
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from time import perf_counter_ns
 from typing import Any, Protocol, TypeVar
@@ -63,7 +64,7 @@ class Detachable(Protocol):
     def detach(self, now: int) -> None: ...
 
 
-class Response:
+class Response(ABC):
     """The sink of one HTTP exchange, as far as every backend's sink is alike.
 
     Subclasses add `on_head`, `on_body` (the per-token path: keep it inline there) and
@@ -82,19 +83,21 @@ class Response:
         self.end_ns: int | None = None  # when the exchange ended (or the stream was over)
         self.over = False
 
+    @abstractmethod
     def on_head(self, status: int, headers: dict[str, str]) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def on_body(self, data: bytes, now: int) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def conclude(self) -> None:
         """After the exchange: judge the stream's ending, or the whole body, or the error answer."""
-        raise NotImplementedError
 
+    @abstractmethod
     def kept_text(self) -> list[Any] | None:
         """The answer's text pieces, when kept (samples, tokenizer counts, a multi-turn caller)."""
-        raise NotImplementedError
 
     def end_at(self, now: int) -> None:
         """The stream is over at `now` (its end marker, an error, bad JSON): let the connection go."""

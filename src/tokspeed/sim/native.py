@@ -18,7 +18,6 @@ on these routes.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from time import perf_counter_ns
@@ -320,14 +319,12 @@ class NativeSim:
     ) -> web.StreamResponse:
         """Parse, queue, answer on the simulator's schedule; one log line whatever happens."""
         svc = self.svc
-        entry = LogEntry(id=f"{wire.name}-sim-{next(svc._ids)}", api=wire.name,
+        entry = LogEntry(id=svc.new_id(wire.name), api=wire.name,
                          epoch_offset_ns=svc.epoch_offset_ns, received_ns=arrival_of(request))
         try:
             ask = self._ask(wire, raw if raw is not None else await request.read(), request)
         except RequestError as exc:
-            entry.status, entry.http_status, entry.error = SimStatus.REJECTED, exc.status, exc.message
-            entry.end_ns = perf_counter_ns()
-            svc._log.write(entry)
+            svc.log_rejected(entry, exc)
             return web.Response(status=exc.status, body=wire.error(exc.message), content_type=_JSON,
                                 headers={"X-Request-Id": entry.id})
         streamed = ask.stream if stream is None else stream
@@ -337,31 +334,11 @@ class NativeSim:
         entry.stream, entry.prompt_tokens, entry.planned_tokens = streamed, req.prompt_tokens, plan.total_tokens
         entry.prefill_ns, entry.itl_ns = plan.timing.prefill_ns, plan.timing.itl_ns
         done = Done(model=self.cfg.model, prompt_tokens=req.prompt_tokens)
-        task = asyncio.current_task()
-        if task is not None:
-            svc._in_flight.add(task)
-        try:
-            await svc._gate.acquire()
-            svc._metrics.admitted(entry)
-            try:
-                entry.start_ns = perf_counter_ns()
-                if streamed:
-                    return await self._stream(request, wire, plan, entry, done)
-                return await self._whole(request, wire, plan, entry, done)
-            finally:
-                svc._metrics.released(entry)
-                svc._gate.release()
-        except asyncio.CancelledError:
-            transport = request.transport
-            gone = transport is None or transport.is_closing()
-            entry.status = SimStatus.DISCONNECTED if gone else SimStatus.CANCELLED
-            raise
-        finally:
-            if task is not None:
-                svc._in_flight.discard(task)
-            if entry.end_ns is None:
-                entry.end_ns = perf_counter_ns()
-            svc._log.write(entry)
+        async with svc.tracked(request, entry), svc.slot(entry):
+            entry.start_ns = perf_counter_ns()
+            if streamed:
+                return await self._stream(request, wire, plan, entry, done)
+            return await self._whole(request, wire, plan, entry, done)
 
     def _ask(self, wire: Wire, raw: bytes, request: web.Request) -> Ask:
         try:

@@ -10,6 +10,7 @@ With fault injection configured, each accepted request draws its fault (`faults.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import AsyncIterator, Callable
@@ -23,8 +24,8 @@ from tokspeed import __version__
 from tokspeed.sim import inject
 from tokspeed.sim.arrival import arrival_of
 from tokspeed.sim.config import SimConfig
-from tokspeed.sim.faults import HTTP_STATUS, MID_STREAM, Fault, FaultPicker
 from tokspeed.sim.embeddings import embeddings_body, parse_embeddings
+from tokspeed.sim.faults import HTTP_STATUS, MID_STREAM, Fault, FaultPicker
 from tokspeed.sim.gate import FifoGate
 from tokspeed.sim.log import LogEntry, SimLog, SimStatus
 from tokspeed.sim.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -77,6 +78,48 @@ class SimService:
         if pending:
             await asyncio.wait(pending)
 
+    # --- what every endpoint shares ---------------------------------------------------
+
+    def new_id(self, prefix: str) -> str:
+        return f"{prefix}-sim-{next(self._ids)}"
+
+    @contextlib.asynccontextmanager
+    async def tracked(self, request: web.Request, entry: LogEntry) -> AsyncIterator[None]:
+        """While a request is served: known to shutdown, its status set if cancelled, one log line at the end."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._in_flight.add(task)
+        try:
+            yield
+        except asyncio.CancelledError:  # aiohttp's handler_cancellation, or server shutdown
+            entry.status = SimStatus.DISCONNECTED if _client_gone(request) else SimStatus.CANCELLED
+            raise
+        finally:
+            if task is not None:
+                self._in_flight.discard(task)
+            if entry.end_ns is None:
+                entry.end_ns = perf_counter_ns()
+            self._log.write(entry)
+
+    @contextlib.asynccontextmanager
+    async def slot(self, entry: LogEntry) -> AsyncIterator[None]:
+        """A serving slot (FIFO, --max-concurrency), counted in /metrics while held."""
+        await self._gate.acquire()
+        self._metrics.admitted(entry)
+        try:
+            yield
+        finally:
+            self._metrics.released(entry)
+            self._gate.release()
+
+    def log_rejected(self, entry: LogEntry, exc: RequestError) -> None:
+        """A request refused before any work: logged at once."""
+        entry.status = SimStatus.REJECTED
+        entry.http_status = exc.status
+        entry.error = exc.message
+        entry.end_ns = perf_counter_ns()
+        self._log.write(entry)
+
     # --- informational endpoints -------------------------------------------------------
 
     async def models(self, request: web.Request) -> web.Response:
@@ -102,7 +145,7 @@ class SimService:
 
     async def embeddings(self, request: web.Request) -> web.StreamResponse:
         """`/v1/embeddings`: answered when its prefill is done (sim/embeddings.py), logged like the others."""
-        entry = LogEntry(id=f"emb-sim-{next(self._ids)}", api="embeddings", epoch_offset_ns=self.epoch_offset_ns,
+        entry = LogEntry(id=self.new_id("emb"), api="embeddings", epoch_offset_ns=self.epoch_offset_ns,
                          received_ns=arrival_of(request), stream=False)
         try:
             req = parse_embeddings(await request.read())
@@ -112,19 +155,19 @@ class SimService:
             return self._reject(entry, exc)
         entry.prompt_tokens = req.prompt_tokens
         entry.prefill_ns = round(self.cfg.ttft_ms * 1e6 + req.prompt_tokens * self.cfg.per_prompt_token_us * 1e3)
-        await self._gate.acquire()
-        try:
-            start_ns = entry.start_ns = perf_counter_ns()
-            resp = web.Response(body=embeddings_body(entry.id, self.cfg.model, req), content_type=_JSON)
-            await sleep_until(start_ns + entry.prefill_ns)
-            await resp.prepare(request)
-            await resp.write_eof()
-        except ConnectionError:
-            entry.status = SimStatus.DISCONNECTED
-        finally:
-            self._gate.release()
-            entry.end_ns = perf_counter_ns()
-            self._log.write(entry)
+        resp = web.Response(body=embeddings_body(entry.id, self.cfg.model, req), content_type=_JSON)
+        async with self.tracked(request, entry):
+            await self._gate.acquire()  # a slot, but not counted as a generation in /metrics
+            try:
+                start_ns = entry.start_ns = perf_counter_ns()
+                await sleep_until(start_ns + entry.prefill_ns)
+                await resp.prepare(request)
+                await resp.write_eof()
+            except ConnectionError:
+                entry.status = SimStatus.DISCONNECTED
+            finally:
+                self._gate.release()
+                entry.end_ns = perf_counter_ns()
         return resp
 
     async def _generate(self, request: web.Request, api: ApiName) -> web.StreamResponse:
@@ -150,20 +193,8 @@ class SimService:
         entry.planned_tokens = plan.total_tokens
         entry.prefill_ns = plan.timing.prefill_ns
         entry.itl_ns = plan.timing.itl_ns
-        task = asyncio.current_task()
-        if task is not None:
-            self._in_flight.add(task)
-        try:
+        async with self.tracked(request, entry):
             return await self._admit_and_serve(request, req, plan, entry, fault)
-        except asyncio.CancelledError:  # aiohttp's handler_cancellation, or server shutdown
-            entry.status = SimStatus.DISCONNECTED if _client_gone(request) else SimStatus.CANCELLED
-            raise
-        finally:
-            if task is not None:
-                self._in_flight.discard(task)
-            if entry.end_ns is None:
-                entry.end_ns = perf_counter_ns()
-            self._log.write(entry)
 
     def _new_entry(self, api: ApiName, received_ns: int) -> LogEntry:
         prefix = "cmpl" if api == "completions" else "chatcmpl"
@@ -185,11 +216,7 @@ class SimService:
         return req
 
     def _reject(self, entry: LogEntry, exc: RequestError) -> web.Response:
-        entry.status = SimStatus.REJECTED
-        entry.http_status = exc.status
-        entry.error = exc.message
-        entry.end_ns = perf_counter_ns()
-        self._log.write(entry)
+        self.log_rejected(entry, exc)
         body = error_body(exc.message, exc.code, exc.param)
         return web.Response(status=exc.status, body=body, content_type=_JSON)
 
@@ -206,18 +233,13 @@ class SimService:
     async def _admit_and_serve(
         self, request: web.Request, req: SimRequest, plan: ResponsePlan, entry: LogEntry, fault: Fault | None
     ) -> web.StreamResponse:
-        await self._gate.acquire()
-        self._metrics.admitted(entry)
-        try:
+        async with self.slot(entry):
             if fault is Fault.SLOW_HEADERS:
                 await asyncio.sleep(self.cfg.slow_headers_ms / 1000)
             start_ns = entry.start_ns = perf_counter_ns()
             if req.stream:
                 return await self._stream(request, req, plan, entry, start_ns, fault)
             return await self._respond(request, req, plan, entry, start_ns)
-        finally:
-            self._metrics.released(entry)
-            self._gate.release()
 
     async def _stream(
         self,

@@ -10,6 +10,7 @@ Server timings are kept as milliseconds (float) and counts under fixed keys (see
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -44,7 +45,7 @@ class NativeState:
     done: bool = False  # the stream's own end marker arrived
 
 
-class NativeProtocol:
+class NativeProtocol(ABC):
     """One server's native streaming API; subclasses fill in the protocol-specific parts."""
 
     name = ""
@@ -52,21 +53,21 @@ class NativeProtocol:
     ends_on_close = False  # the stream has no end marker of its own: a clean close after tokens ends it
     verifies_model = False  # a named model is checked at its info_path (a failure there is fatal)
 
+    @abstractmethod
     def path(self, model: str | None, stream: bool) -> str:
         """The generation route (absolute path) for `model`, streamed or not."""
-        raise NotImplementedError
 
+    @abstractmethod
     def body(self, spec: RequestSpec, model: str | None, stream: bool, sampling: dict[str, Any]) -> dict[str, Any]:
         """The JSON request body (the caller merges --extra-body over it)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def on_event(self, obj: dict[str, Any], now: int, record: RequestRecord, state: NativeState) -> bool:
         """Handle one streamed JSON object; True when the stream is over. Runs on the per-token path."""
-        raise NotImplementedError
 
+    @abstractmethod
     def on_whole(self, obj: dict[str, Any], record: RequestRecord, state: NativeState) -> None:
         """Handle a non-streamed JSON answer (the whole response at once)."""
-        raise NotImplementedError
 
     def error_text(self, obj: dict[str, Any]) -> str | None:
         """The server's error message when `obj` is an error object, else None."""
