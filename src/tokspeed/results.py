@@ -14,7 +14,8 @@ still says "running" (the process was killed), it rebuilds the summaries from
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -30,9 +31,8 @@ from tokspeed.metrics import (
     Summary,
     across_iterations,
     summarize,
-    summarize_by_iteration,
 )
-from tokspeed.metrics.conversations import with_planned_turns
+from tokspeed.metrics.summary import IterationBuilders, SummaryBuilder
 from tokspeed.metrics.fit import LinearFit
 from tokspeed.metrics.groups import GroupResult
 from tokspeed.metrics.schema import Goodput
@@ -260,28 +260,27 @@ def iter_records(
 
 
 def build_benchmark(
-    name: str, profile: dict[str, Any], records: list[RequestRecord], slos: list[SLO]
+    name: str, profile: dict[str, Any], records: Iterable[RequestRecord], slos: Sequence[SLO]
 ) -> Benchmark:
     """Summaries of one load point: pooled over iterations, per iteration, and across iterations.
 
     An open-loop `profile` (kind "rate") passes its rate on, for the schedule-based metrics.
+    `records` is read in passes (one for the summaries, up to three more for the steady state),
+    never held: a list, or a `PointRecords` that streams them from requests.jsonl each time.
     """
     rate = profile.get("rate") if profile.get("kind") == "rate" or profile.get("open_loop") else None
     turns = profile.get("turns") if profile.get("kind") == "conversations" else None  # --multi-turn's plan
-
-    def summary_of(rs: Sequence[RequestRecord]) -> Summary:
-        return with_planned_turns(summarize(rs, slos, rate), rs, turns)
-
-    pooled = summary_of(records)
-    pooled = with_steady_state(pooled, records, summary_of)
-    measured = {r.iteration for r in records if not r.warmup and r.iteration >= 1}
-    if len(measured) == 1 and all(r.warmup or r.iteration >= 1 for r in records):
-        per_iteration = {measured.pop(): pooled}  # one iteration: its summary is the pooled one
+    pooled_builder, by_iteration = SummaryBuilder(slos, rate, turns), IterationBuilders(slos, rate, turns)
+    unnumbered = False  # a measured record outside iterations ≥ 1: the pooled summary is not one iteration's
+    for r in records:
+        pooled_builder.add(r)
+        by_iteration.add(r)
+        unnumbered = unnumbered or (not r.warmup and r.iteration < 1)
+    pooled = with_steady_state(pooled_builder.summary(), records, lambda rs: summarize(rs, slos, rate, turns))
+    if len(by_iteration.iterations) == 1 and not unnumbered:
+        per_iteration = {by_iteration.iterations[0]: pooled}  # one iteration: its summary is the pooled one
     else:
-        per_iteration = {
-            i: with_planned_turns(s, [r for r in records if r.iteration == i], turns)
-            for i, s in summarize_by_iteration(records, slos, rate).items()
-        }
+        per_iteration = by_iteration.summaries()
     iterations = [IterationResult(iteration=i, summary=s) for i, s in sorted(per_iteration.items())]
     across = across_iterations([it.summary for it in iterations]) if len(iterations) > 1 else None
     return Benchmark(
@@ -291,6 +290,23 @@ def build_benchmark(
         iterations=iterations,
         across_iterations=across,
     )
+
+
+@dataclass(frozen=True)
+class PointRecords:
+    """One load point's records in requests.jsonl, streamed afresh on every iteration over it.
+
+    A re-iterable for the summaries that read a point in several passes: memory holds one
+    record at a time (chunk times compact), however long the point ran.
+    """
+
+    path: Path
+    benchmark: int
+    offset: int = 0  # where the point's records start in the file
+    epoch_offset_ns: int = 0
+
+    def __iter__(self) -> Iterator[RequestRecord]:
+        return iter_records(self.path, self.benchmark, self.offset, self.epoch_offset_ns, compact=True)
 
 
 def load_run(directory: Path) -> tuple[RunResult, list[RequestRecord]]:

@@ -15,19 +15,19 @@ from tokspeed.diagnosis.thresholds import Thresholds
 
 
 def reconnects(p: PointData, t: Thresholds) -> list[Finding]:
-    measured = [r for r in p.measured if r.sent_ns]
-    paid = [r.connect_duration_ns for r in measured if r.connect_duration_ns is not None]
-    if len(paid) < t.reconnect_min or len(paid) <= t.reconnect_share * len(measured):
+    d = p.digest
+    paid, measured = d.connects, d.measured_sent
+    if paid < t.reconnect_min or paid <= t.reconnect_share * measured:
         return []
-    mean_ms = sum(paid) / len(paid) / 1e6
+    mean_ms = d.connect_sum_ns / paid / 1e6
     return [
         Finding(
             rule="reconnects",
             severity="warning",
-            title=f"{len(paid)} of {len(measured)} measured requests opened a new connection "
+            title=f"{paid} of {measured} measured requests opened a new connection "
             f"(mean connect {mean_ms:.2f} ms, not included in TTFT or E2E)",
-            evidence={"connects": len(paid), "requests": len(measured), "connect_mean_ms": round(mean_ms, 3),
-                      "connect_max_ms": round(max(paid) / 1e6, 3)},
+            evidence={"connects": paid, "requests": measured, "connect_mean_ms": round(mean_ms, 3),
+                      "connect_max_ms": round(d.connect_max_ns / 1e6, 3)},
             advice="the server or a proxy closes kept-alive connections (Connection: close, or an idle timeout "
             "shorter than the gaps between requests): raise its keep-alive timeout (e.g. uvicorn's "
             "timeout_keep_alive), or count the connect time, which real clients pay as well",

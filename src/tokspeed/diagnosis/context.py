@@ -1,43 +1,52 @@
-"""What a rule looks at: one load point with its records, or the whole saved result.
+"""What a rule looks at: one load point's digest of its records, or the whole saved result.
 
 Two kinds of rule (see `tokspeed.diagnosis.rules`):
 
-* a point rule reads one load point's records (`PointData`): it runs as soon
-  as the point ends, while its records are in memory, and again offline;
+* a point rule reads one load point (`PointData`): the bounded digest of its records
+  (`tokspeed.diagnosis.digest`, one pass, no record kept), its summary and the config;
+  it runs as soon as the point ends, and again offline;
 * a result rule reads only `run.json` (summaries, telemetry, the sweep), so it
   runs once the run is saved.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import InitVar, dataclass
+from typing import TYPE_CHECKING, Any
 
-from tokspeed.records import RequestRecord, Status
+from tokspeed.records import RequestRecord
 from tokspeed.results import Benchmark
+
+if TYPE_CHECKING:
+    from tokspeed.diagnosis.digest import PointDigest
 
 
 @dataclass(frozen=True, slots=True)
 class PointData:
-    """One load point: its position in `benchmarks`, its summary, its records, the run's config."""
+    """One load point: its position in `benchmarks`, its summary, its records' digest, the run's config.
+
+    Pass `records` (any iterable, read once here, warm-up included) or `given`, a digest
+    already built (e.g. by the runner, shared with its checks); `digest` is the one in use.
+    """
 
     index: int
     bench: Benchmark
-    records: Sequence[RequestRecord]
+    records: InitVar[Iterable[RequestRecord] | None]
     config: Mapping[str, Any]
+    given: PointDigest | None = None
+
+    def __post_init__(self, records: Iterable[RequestRecord] | None) -> None:
+        if self.given is None:
+            # imported here: digest imports errors, which imports this module
+            from tokspeed.diagnosis.digest import digest_point
+
+            object.__setattr__(self, "given", digest_point(records if records is not None else ()))
 
     @property
-    def measured(self) -> list[RequestRecord]:
-        return [r for r in self.records if not r.warmup]
-
-    @property
-    def measured_ok(self) -> list[RequestRecord]:
-        return [r for r in self.records if not r.warmup and r.status is Status.OK]
-
-    @property
-    def warmup_ok(self) -> list[RequestRecord]:
-        return [r for r in self.records if r.warmup and r.status is Status.OK]
+    def digest(self) -> PointDigest:
+        assert self.given is not None  # set by __post_init__
+        return self.given
 
 
 def share(part: int, whole: int) -> float:

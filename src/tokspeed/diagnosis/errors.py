@@ -14,13 +14,16 @@ the server was shedding load.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tokspeed.diagnosis.context import PointData, pct, share
 from tokspeed.diagnosis.schema import Finding, Severity
 from tokspeed.diagnosis.thresholds import Thresholds
-from tokspeed.records import ErrorKind, RequestRecord, Status
+from tokspeed.records import ErrorKind, RequestRecord
+
+if TYPE_CHECKING:
+    from tokspeed.diagnosis.digest import CauseTally, PointDigest
 
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+")
 _HTTP_PREFIX = re.compile(r"^HTTP \d+: ")
@@ -143,34 +146,29 @@ def label(cause: Cause) -> str:
 
 
 def errors(p: PointData, t: Thresholds) -> list[Finding]:
-    measured = p.measured
-    retried = _retried(p.index, measured)
-    failed = [r for r in measured if r.status is Status.ERROR]
-    if not failed:
+    d = p.digest
+    retried = _retried(p.index, d)
+    if not d.failed:
         return [retried] if retried else []
-    finished = sum(1 for r in measured if r.status in (Status.OK, Status.ERROR))
-    groups: dict[Cause, list[RequestRecord]] = defaultdict(list)
-    for r in failed:
-        groups[cause_of(r)].append(r)
-    ranked = sorted(groups.items(), key=lambda item: -len(item[1]))
+    finished = d.finished
+    ranked = d.ranked_causes()
     shown, rest = ranked[: t.max_error_groups], ranked[t.max_error_groups :]
-    findings = [_finding(p.index, cause, records, finished, t) for cause, records in shown]
-    if rest:
-        findings.append(_rest(p.index, rest, finished, t))
+    findings = [_finding(p.index, cause, tally, finished, t) for cause, tally in shown]
+    if rest or d.untallied_failed:
+        findings.append(_rest(p.index, d, rest, finished, t))
     return [*findings, retried] if retried else findings
 
 
-def _retried(index: int, measured: list[RequestRecord]) -> Finding | None:
+def _retried(index: int, d: PointDigest) -> Finding | None:
     """Requests that succeeded only after --retries: the errors the server returned are hidden in them."""
-    retried = [r for r in measured if r.retries]
-    if not retried:
+    if not d.retried:
         return None
     return Finding(
         rule="errors",
         severity="warning",
-        title=f"{len(retried)} requests were retried after HTTP 429/503 ({sum(r.retries for r in retried)} retries): "
+        title=f"{d.retried} requests were retried after HTTP 429/503 ({d.retries} retries): "
         "the server was shedding load, and their send lateness includes the waits",
-        evidence={"retried": len(retried), "retries": sum(r.retries for r in retried), "requests": len(measured)},
+        evidence={"retried": d.retried, "retries": d.retries, "requests": d.measured},
         advice=_BY_STATUS[429],
         benchmark=index,
     )
@@ -180,29 +178,31 @@ def _severity(count: int, finished: int, t: Thresholds) -> Severity:
     return "critical" if share(count, finished) >= t.error_critical_share else "warning"
 
 
-def _finding(index: int, cause: Cause, records: list[RequestRecord], finished: int, t: Thresholds) -> Finding:
-    example = records[0].error or ""
-    part = share(len(records), finished)
+def _finding(index: int, cause: Cause, tally: CauseTally, finished: int, t: Thresholds) -> Finding:
+    example = tally.example
+    part = share(tally.count, finished)
     return Finding(
         rule="errors",
-        severity=_severity(len(records), finished, t),
-        title=f"{len(records)} of {finished} requests ({pct(part)}) failed: {label(cause)}"
+        severity=_severity(tally.count, finished, t),
+        title=f"{tally.count} of {finished} requests ({pct(part)}) failed: {label(cause)}"
         + (f" — {detail[:100]}" if (detail := _HTTP_PREFIX.sub("", example)) else ""),
-        evidence={"count": len(records), "finished": finished, "share": part, "error_kind": cause.kind,
+        evidence={"count": tally.count, "finished": finished, "share": part, "error_kind": cause.kind,
                   "http_status": cause.http_status, "message": example[:300],
                   "threshold_critical_share": t.error_critical_share},
-        advice=advice_for(cause.kind, cause.http_status, example),
+        advice=tally.advice,
         benchmark=index,
     )
 
 
-def _rest(index: int, rest: list[tuple[Cause, list[RequestRecord]]], finished: int, t: Thresholds) -> Finding:
-    count = sum(len(records) for _, records in rest)
+def _rest(index: int, d: PointDigest, rest: list[tuple[Cause, CauseTally]], finished: int, t: Thresholds) -> Finding:
+    """The causes beyond max_error_groups; failures of causes beyond the digest's MAX_CAUSES count as one more."""
+    count = sum(tally.count for _, tally in rest) + d.untallied_failed
+    causes = len(rest) + (d.untallied_failed > 0)
     return Finding(
         rule="errors",
         severity=_severity(count, finished, t),
-        title=f"{count} more requests failed from {len(rest)} other causes",
-        evidence={"count": count, "finished": finished, "causes": len(rest), "share": share(count, finished)},
+        title=f"{count} more requests failed from {causes} other causes",
+        evidence={"count": count, "finished": finished, "causes": causes, "share": share(count, finished)},
         advice=OTHER_ADVICE + " (`tokspeed report DIR --csv -` lists each request with its error)",
         benchmark=index,
     )

@@ -3,8 +3,8 @@
 Entry points:
 
 * `diagnose(result, records)` — offline (`tokspeed diagnose DIR`): every rule;
-* `diagnose_point(...)` — the point rules over one load point's records, called by
-  the runner as each point ends (its records are in memory then);
+* `diagnose_point(...)` — the point rules over one load point's records (an iterable,
+  read once) or their `PointDigest`, called by the runner as each point ends;
 * `diagnose_result(result)` — the result rules (summaries, telemetry, the sweep),
   called by the runner once the run is saved.
 
@@ -16,13 +16,14 @@ diagnose_result(result))`, so a run's stored diagnosis and a later
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
 from tokspeed.diagnosis.client import client_bound
 from tokspeed.diagnosis.connections import reconnects
 from tokspeed.diagnosis.context import PointData
+from tokspeed.diagnosis.digest import PointDigest, digest_point
 from tokspeed.diagnosis.errors import errors
 from tokspeed.diagnosis.gpu import gpu_underutilised
 from tokspeed.diagnosis.schema import Finding
@@ -58,21 +59,32 @@ _RANK = {"critical": 0, "warning": 1, "info": 2}
 
 
 def diagnose(result: RunResult, records: Iterable[RequestRecord], t: Thresholds = DEFAULT) -> list[Finding]:
-    """Every finding for a saved run: point rules over each point's records, then the result rules."""
-    by_point: dict[int, list[RequestRecord]] = defaultdict(list)
+    """Every finding for a saved run: point rules over each point's records, then the result rules.
+
+    `records` (every point's, in any order) is read once, each record folded into its point's digest.
+    """
+    by_point: dict[int, PointDigest] = defaultdict(PointDigest)
     for r in records:
-        by_point[r.benchmark].append(r)
+        by_point[r.benchmark].add(r)
     found: list[Finding] = []
     for i, bench in enumerate(result.benchmarks):
-        found += diagnose_point(i, bench, by_point.get(i, []), result.config, t)
+        found += diagnose_point(i, bench, by_point.get(i) or PointDigest(), result.config, t)
     return ordered([*found, *diagnose_result(result, t)])
 
 
 def diagnose_point(
-    index: int, bench: Benchmark, records: Sequence[RequestRecord], config: Mapping[str, Any], t: Thresholds = DEFAULT
+    index: int,
+    bench: Benchmark,
+    records: Iterable[RequestRecord] | PointDigest,
+    config: Mapping[str, Any],
+    t: Thresholds = DEFAULT,
 ) -> list[Finding]:
-    """The point rules over one load point (its records, warm-up included)."""
-    data = PointData(index=index, bench=bench, records=records, config=config)
+    """The point rules over one load point: its records (any iterable, read once, warm-up included),
+    or their `digest_point` already built."""
+    digest = records if isinstance(records, PointDigest) else _digest(records, index)
+    if isinstance(digest, Finding):
+        return [digest]
+    data = PointData(index=index, bench=bench, records=None, config=config, given=digest)
     return [f for name, rule in POINT_RULES for f in _guarded(name, partial(rule, data, t), index)]
 
 
@@ -86,17 +98,27 @@ def ordered(findings: Iterable[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (_RANK.get(f.severity, 3), -1 if f.benchmark is None else f.benchmark))
 
 
+def _digest(records: Iterable[RequestRecord], index: int) -> PointDigest | Finding:
+    """The point's digest, or the finding that says reading its records failed (guarded like a rule)."""
+    try:
+        return digest_point(records)
+    except Exception as exc:  # noqa: BLE001 - a bug in the digest must never cost the run its results
+        return _failure("point", exc, index)
+
+
 def _guarded(name: str, call: Callable[[], list[Finding]], index: int | None) -> list[Finding]:
     try:
         return list(call())
     except Exception as exc:  # noqa: BLE001 - a rule's bug must never cost the run its results
-        return [
-            Finding(
-                rule=FAILED_RULE,
-                severity="info",
-                title=f"the {name} rule could not run: {type(exc).__name__}: {exc}"[:300],
-                evidence={"failed_rule": name},
-                advice="a bug in tokspeed's diagnosis, not in the measurement: please report it",
-                benchmark=index,
-            )
-        ]
+        return [_failure(name, exc, index)]
+
+
+def _failure(name: str, exc: Exception, index: int | None) -> Finding:
+    return Finding(
+        rule=FAILED_RULE,
+        severity="info",
+        title=f"the {name} rule could not run: {type(exc).__name__}: {exc}"[:300],
+        evidence={"failed_rule": name},
+        advice="a bug in tokspeed's diagnosis, not in the measurement: please report it",
+        benchmark=index,
+    )

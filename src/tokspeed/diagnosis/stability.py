@@ -21,19 +21,15 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
 
 from tokspeed.diagnosis.context import PointData, pct
 from tokspeed.diagnosis.schema import Finding
 from tokspeed.diagnosis.thresholds import Thresholds
 from tokspeed.metrics.iterations import AcrossIterations
-from tokspeed.metrics.request import e2e_ns, ttft_ns
 from tokspeed.metrics.schema import Summary
 from tokspeed.metrics.stats import min_samples_for_ci, required_samples
-from tokspeed.records import RequestRecord
 from tokspeed.results import Benchmark, RunResult
 
-NS_PER_MS = 1_000_000
 CI_PRECISION = 0.10  # suggested_requests: the p99 CI half-width within 10% of p99
 _SPREAD_METRICS = ("ttft_mean_ms", "tpot_mean_ms", "e2e_mean_ms")
 _LABELS = {
@@ -90,13 +86,6 @@ def cold_start(p: PointData, t: Thresholds) -> list[Finding]:
     return [f for f in found if f is not None]
 
 
-def _latency_ms(r: RequestRecord) -> float | None:
-    value = ttft_ns(r)
-    if value is None:
-        value = e2e_ns(r)
-    return None if value is None else value / NS_PER_MS
-
-
 def _summary_latency(s: Summary) -> float | None:
     return s.ttft_ms.mean if s.ttft_ms.mean is not None else s.e2e_ms.mean
 
@@ -118,24 +107,21 @@ def _first_iteration(p: PointData, t: Thresholds) -> Finding | None:
         title=f"iteration 1 was {first / rest:.1f}× slower than the others ({first:.1f} ms vs {rest:.1f} ms mean latency): "
         "it still included a cold start",
         evidence={"first_iteration_latency_ms": first, "other_iterations_median_ms": rest, "factor": first / rest,
-                  "warmup_requests": len(p.warmup_ok), "threshold_factor": t.cold_factor},
+                  "warmup_requests": p.digest.warmup_ok, "threshold_factor": t.cold_factor},
         advice=COLD_ADVICE,
         benchmark=p.index,
     )
 
 
 def _first_request(p: PointData, t: Thresholds) -> Finding | None:
-    ok = p.measured_ok
-    if not ok:
+    """The earliest-sent measured request of the first iteration against the median of the others in it."""
+    timed = p.digest.first_iteration_latency  # measured ok requests of the lowest iteration, with a latency
+    if timed.first is None or timed.count < t.cold_min_requests:
         return None
-    first_iteration = min(r.iteration for r in ok)
-    timed = _timed([r for r in ok if r.iteration == first_iteration])
-    if len(timed) < t.cold_min_requests:
+    first, rest = timed.first.value, timed.rest_median()
+    if rest is None or not _slow(first, rest, t):
         return None
-    first, rest = timed[0], statistics.median(timed[1:])
-    if not _slow(first, rest, t):
-        return None
-    warmed = len(p.warmup_ok)
+    warmed = p.digest.warmup_ok
     why = f"after {warmed} warm-up requests: the warm-up was too short" if warmed else "with no warm-up"
     return Finding(
         rule="cold_start",
@@ -149,11 +135,12 @@ def _first_request(p: PointData, t: Thresholds) -> Finding | None:
 
 
 def _warmup(p: PointData, t: Thresholds) -> Finding | None:
-    warm = _timed(p.warmup_ok)
-    measured = _timed(p.measured_ok)
-    if not warm or len(measured) < t.cold_min_requests:
+    """The earliest-sent warm-up request against the median of the measured ones."""
+    d = p.digest
+    typical = d.measured_median()
+    if d.first_warmup is None or typical is None or d.measured_timed < t.cold_min_requests:
         return None
-    first, typical = warm[0], statistics.median(measured)
+    first = d.first_warmup.value
     if not _slow(first, typical, t):
         return None
     return Finding(
@@ -162,16 +149,10 @@ def _warmup(p: PointData, t: Thresholds) -> Finding | None:
         title=f"the first warm-up request took {first:.1f} ms, {first / typical:.1f}× the measured median "
         f"{typical:.1f} ms: the warm-up kept a cold start out of the statistics",
         evidence={"first_warmup_ms": first, "measured_median_ms": typical, "factor": first / typical,
-                  "warmup_requests": len(warm), "threshold_factor": t.cold_factor},
+                  "warmup_requests": d.warmup_timed, "threshold_factor": t.cold_factor},
         advice=COLD_ADVICE,
         benchmark=p.index,
     )
-
-
-def _timed(records: Sequence[RequestRecord]) -> list[float]:
-    """Latencies in ms in the order the requests were sent."""
-    ordered = sorted(records, key=lambda r: r.sent_ns)
-    return [v for r in ordered if (v := _latency_ms(r)) is not None]
 
 
 # too_few_samples -------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 from tokspeed.diagnosis.context import PointData, pct, share
 from tokspeed.diagnosis.schema import Finding
 from tokspeed.diagnosis.thresholds import Thresholds
-from tokspeed.records import Anomaly, RequestRecord, TokenSource
+from tokspeed.records import RequestRecord
 
 FIXED_LENGTH = (
     "for fixed output lengths pass --extra-body '{\"ignore_eos\": true}' (vLLM, SGLang, TensorRT-LLM, "
@@ -34,8 +34,7 @@ EXACT_COUNT = "pass --tokenizer PATH (the model's tokenizer.json or directory) f
 
 # output_length ----------------------------------------------------------------------
 def output_length(p: PointData, t: Thresholds) -> list[Finding]:
-    asked = [r for r in p.measured_ok if r.max_tokens and r.output_tokens is not None]
-    found = [_early_stops(p, asked, t), _too_long(p, asked)]
+    found = [_early_stops(p, t), _too_long(p)]
     return [f for f in found if f is not None]
 
 
@@ -46,21 +45,21 @@ def stopped_early(r: RequestRecord) -> bool:
         and r.finish_reason != "length"
 
 
-def _early_stops(p: PointData, asked: list[RequestRecord], t: Thresholds) -> Finding | None:
-    short = [r for r in asked if stopped_early(r)]
-    part = share(len(short), len(asked))
-    if not short or part < t.early_stop_share:
+def _early_stops(p: PointData, t: Thresholds) -> Finding | None:
+    d = p.digest  # asked: measured ok responses with a max_tokens and an output count; short: stopped_early
+    part = share(d.short, d.asked)
+    if not d.short or part < t.early_stop_share:
         return None
-    reasons = Counter(r.finish_reason or "none" for r in short)
-    mean_out = sum(r.output_tokens or 0 for r in short) / len(short)
-    mean_max = sum(r.max_tokens or 0 for r in short) / len(short)
+    reasons = d.short_reasons
+    mean_out = d.short_output_sum / d.short
+    mean_max = d.short_max_sum / d.short
     return Finding(
         rule="output_length",
         severity="warning",
-        title=f"{len(short)} of {len(asked)} responses ({pct(part)}) stopped before max_tokens "
+        title=f"{d.short} of {d.asked} responses ({pct(part)}) stopped before max_tokens "
         f"(finish_reason {', '.join(f'{k} {v}' for k, v in reasons.most_common())}): "
         f"{mean_out:.0f} tokens on average of {mean_max:.0f} asked",
-        evidence={"short": len(short), "responses": len(asked), "share": part, "mean_output_tokens": mean_out,
+        evidence={"short": d.short, "responses": d.asked, "share": part, "mean_output_tokens": mean_out,
                   "mean_max_tokens": mean_max, "finish_reason_stop": reasons.get("stop", 0),
                   "ignore_eos_sent": int(_ignore_eos(p.config)), "threshold_share": t.early_stop_share},
         advice=_early_advice(p.config),
@@ -80,18 +79,17 @@ def _early_advice(config: Mapping[str, Any]) -> str:
     return FIXED_LENGTH
 
 
-def _too_long(p: PointData, asked: list[RequestRecord]) -> Finding | None:
-    long = [r for r in asked if r.output_tokens_source is TokenSource.USAGE and (r.output_tokens or 0) > (r.max_tokens or 0)]
-    if not long:
+def _too_long(p: PointData) -> Finding | None:
+    d = p.digest  # the usage-counted responses longer than max_tokens; worst: the largest excess, first seen
+    if not d.too_long:
         return None
-    worst = max(long, key=lambda r: (r.output_tokens or 0) - (r.max_tokens or 0))
     return Finding(
         rule="output_length",
         severity="warning",
-        title=f"{len(long)} of {len(asked)} responses were longer than max_tokens "
-        f"(up to {worst.output_tokens} for {worst.max_tokens}): the server ignores max_tokens",
-        evidence={"longer": len(long), "responses": len(asked), "worst_output_tokens": worst.output_tokens,
-                  "worst_max_tokens": worst.max_tokens},
+        title=f"{d.too_long} of {d.asked} responses were longer than max_tokens "
+        f"(up to {d.worst_output} for {d.worst_max}): the server ignores max_tokens",
+        evidence={"longer": d.too_long, "responses": d.asked, "worst_output_tokens": d.worst_output,
+                  "worst_max_tokens": d.worst_max},
         advice="check the server's max_tokens handling (some take max_completion_tokens or n_predict); "
         "compare runs by tokens per second, not requests",
         benchmark=p.index,
@@ -100,43 +98,43 @@ def _too_long(p: PointData, asked: list[RequestRecord]) -> Finding | None:
 
 # token_count ----------------------------------------------------------------------
 def token_count(p: PointData, t: Thresholds) -> list[Finding]:
-    ok = p.measured_ok
-    found = [_usage_below_chunks(p, ok), _chunk_counted(p, ok), _mixed_sources(p, ok), _approx_input(p, ok)]
+    found = [_usage_below_chunks(p), _chunk_counted(p), _mixed_sources(p), _approx_input(p)]
     return [f for f in found if f is not None]
 
 
-def _usage_below_chunks(p: PointData, ok: list[RequestRecord]) -> Finding | None:
-    bad = [r for r in ok if r.anomalies and Anomaly.USAGE_BELOW_CHUNKS.value in r.anomalies]
-    if not bad:
+def _usage_below_chunks(p: PointData) -> Finding | None:
+    d = p.digest
+    if not d.usage_below:
         return None
     return Finding(
         rule="token_count",
         severity="warning",
-        title=f"{len(bad)} of {len(ok)} responses reported usage.completion_tokens below their number of token "
+        title=f"{d.usage_below} of {d.ok} responses reported usage.completion_tokens below their number of token "
         "chunks: the server's usage is wrong, and was ignored for them",
-        evidence={"responses": len(bad), "completed": len(ok), "counted_instead_by": _described(_sources(bad))},
+        evidence={"responses": d.usage_below, "completed": d.ok,
+                  "counted_instead_by": _described(_sources(d.usage_below_sources))},
         advice=f"{EXACT_COUNT}; report the wrong usage to the server's maintainers",
         benchmark=p.index,
     )
 
 
-def _chunk_counted(p: PointData, ok: list[RequestRecord]) -> Finding | None:
-    chunked = [r for r in ok if r.output_tokens_source is TokenSource.CHUNKS]
-    if not chunked:
+def _chunk_counted(p: PointData) -> Finding | None:
+    d = p.digest
+    if not d.chunk_counted:
         return None
     return Finding(
         rule="token_count",
         severity="warning",
-        title=f"{len(chunked)} of {len(ok)} responses had no usage: output tokens were counted as one per chunk, "
+        title=f"{d.chunk_counted} of {d.ok} responses had no usage: output tokens were counted as one per chunk, "
         "an undercount wherever a chunk carried several tokens",
-        evidence={"chunk_counted": len(chunked), "completed": len(ok)},
+        evidence={"chunk_counted": d.chunk_counted, "completed": d.ok},
         advice=f"let the server report usage (drop --no-usage; servers that refuse stream_options cannot) or {EXACT_COUNT}",
         benchmark=p.index,
     )
 
 
-def _mixed_sources(p: PointData, ok: list[RequestRecord]) -> Finding | None:
-    sources = _sources(ok)
+def _mixed_sources(p: PointData) -> Finding | None:
+    sources = _sources(p.digest.sources)
     if len(sources) < 2:
         return None
     described = _described(sources)
@@ -151,23 +149,23 @@ def _mixed_sources(p: PointData, ok: list[RequestRecord]) -> Finding | None:
     )
 
 
-def _approx_input(p: PointData, ok: list[RequestRecord]) -> Finding | None:
-    approx = [r for r in ok if r.input_tokens_source is TokenSource.APPROX]
-    if not approx:
+def _approx_input(p: PointData) -> Finding | None:
+    d = p.digest
+    if not d.approx_input:
         return None
     return Finding(
         rule="token_count",
         severity="info",
-        title=f"input tokens of {len(approx)} of {len(ok)} responses were approximated from characters "
+        title=f"input tokens of {d.approx_input} of {d.ok} responses were approximated from characters "
         "(the server reported no prompt usage): input and total token throughput are estimates",
-        evidence={"approximated": len(approx), "completed": len(ok)},
+        evidence={"approximated": d.approx_input, "completed": d.ok},
         advice=EXACT_COUNT,
         benchmark=p.index,
     )
 
 
-def _sources(records: list[RequestRecord]) -> dict[str, int]:
-    counts = Counter(r.output_tokens_source.value for r in records if r.output_tokens_source is not None)
+def _sources(counts: Counter[str]) -> dict[str, int]:
+    """Output-token sources, most used first (ties: first seen first)."""
     return dict(counts.most_common())
 
 

@@ -22,7 +22,7 @@ from tokspeed.diagnosis.context import PointData
 from tokspeed.diagnosis.schema import Finding
 from tokspeed.diagnosis.scopes import Scope, telemetry_scopes
 from tokspeed.diagnosis.thresholds import Thresholds
-from tokspeed.metrics.fit import LinearFit, ttft_vs_input_tokens
+from tokspeed.metrics.fit import LinearFit
 from tokspeed.results import Benchmark, RunResult
 
 QUEUE_ADVICE = (
@@ -132,14 +132,14 @@ def ttft_prefill_sweep(result: RunResult, t: Thresholds) -> list[Finding]:
 
 
 def ttft_prefill(p: PointData, t: Thresholds) -> list[Finding]:
-    ok = [r for r in p.measured_ok if r.input_tokens]
-    lengths = [r.input_tokens for r in ok if r.input_tokens]
+    d = p.digest  # measured ok requests with input tokens: how many, the shortest and longest, the line
     s = p.bench.summary
-    if len(ok) < t.prefill_min_points or not lengths or max(lengths) < t.prefill_min_spread * min(lengths):
+    if d.with_input < t.prefill_min_points or d.input_min is None or d.input_max is None \
+            or d.input_max < t.prefill_min_spread * d.input_min:
         return []
     if s.ttft_ms.mean is None or s.input_tokens.mean is None:
         return []
-    finding = _prefill(ttft_vs_input_tokens(ok), s.input_tokens.mean, s.ttft_ms.mean, t, p.index, "within this point")
+    finding = _prefill(d.prefill.fit(), s.input_tokens.mean, s.ttft_ms.mean, t, p.index, "within this point")
     return [finding] if finding else []
 
 

@@ -52,12 +52,19 @@ def goodput(
 ) -> Goodput | None:
     """Goodput under the per-request thresholds of `slos`; None when there are none."""
     thresholds = implied_thresholds(slos)
-    if not thresholds:
-        return None
+    return goodput_of(good_count(values, thresholds, completed), thresholds, completed, window_s) if thresholds else None
+
+
+def good_count(values: Mapping[str, np.ndarray], thresholds: Sequence[SLO], completed: int) -> int:
+    """How many of the `completed` requests (one entry each in every array) meet every threshold."""
     good_mask = np.ones(completed, dtype=bool)
     for slo in thresholds:
         good_mask &= meets(slo, values[slo.metric])
-    good = int(good_mask.sum())
+    return int(good_mask.sum())
+
+
+def goodput_of(good: int, thresholds: Sequence[SLO], completed: int, window_s: float | None) -> Goodput:
+    """The Goodput of `good` requests out of `completed` over `window_s` seconds."""
     return Goodput(
         good=good,
         requests_per_s=good / window_s if window_s else None,
@@ -66,19 +73,29 @@ def goodput(
     )
 
 
+def met_counts(slos: Sequence[SLO], values: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """Per per-request SLO (by its text): how many requests meet it (NaN: the metric does not apply, met)."""
+    return {str(s): int(meets(s, values[s.metric]).sum()) for s in slos if s.kind == "per_request"}
+
+
 def judge(
     slos: Sequence[SLO], flat: Mapping[str, float | None], values: Mapping[str, np.ndarray]
 ) -> list[SLOResult]:
     """One verdict per SLO, in the order given."""
-    return [_judge_one(slo, flat, values) for slo in slos]
+    completed = next((v.size for v in values.values()), 0)
+    return judge_counts(slos, flat, met_counts(slos, values), completed)
 
 
-def _judge_one(
-    slo: SLO, flat: Mapping[str, float | None], values: Mapping[str, np.ndarray]
-) -> SLOResult:
+def judge_counts(
+    slos: Sequence[SLO], flat: Mapping[str, float | None], met: Mapping[str, int], completed: int
+) -> list[SLOResult]:
+    """`judge` from the counts of requests meeting each per-request SLO (`met_counts`) out of `completed`."""
+    return [_judge_one(slo, flat, met, completed) for slo in slos]
+
+
+def _judge_one(slo: SLO, flat: Mapping[str, float | None], met: Mapping[str, int], completed: int) -> SLOResult:
     if slo.kind == "per_request":
-        judged = values[slo.metric]
-        fraction = float(meets(slo, judged).mean()) if judged.size else None
+        fraction = met[str(slo)] / completed if completed else None
         return SLOResult(slo=str(slo), kind="per_request", observed=fraction, met=fraction == 1.0)
     observed = flat.get(slo.name)
     kind: Literal["run", "percentile"] = "run" if slo.kind == "run" else "percentile"

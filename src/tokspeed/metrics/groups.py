@@ -5,12 +5,12 @@ its stage (`RequestRecord.stage`: the window it was *scheduled* in) and its clas
 (`RequestRecord.workload_class`). Each group gets an ordinary `Summary` over its
 own records, so every metric of a point exists per stage and per class:
 
-* stage: `summarize(records of the stage, the run's SLOs, target rate)` where the
+* stage: the summary of (records of the stage, the run's SLOs, target rate) where the
   target rate is the window's mean rate, (r_start + r_end)/2 (none for a concurrency
   stage, a closed loop: no schedule metrics); its window_s and
   throughput are over the stage's own requests (first sent to last finished, which
   may run past the stage's end);
-* class: `summarize(records of the class, the class's SLOs, the class's rate)`, so
+* class: the summary of (records of the class, the class's SLOs, the class's rate), so
   its goodput judges each request against its own class's thresholds;
 * classes together (`classes_goodput`): good = Σ good of each class (a class
   without SLOs counts each completed request as good), requests_per_s = good /
@@ -19,14 +19,14 @@ own records, so every metric of a point exists per stage and per class:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from tokspeed.metrics.schema import Goodput, Summary
 from tokspeed.metrics.slo import parse_slo
-from tokspeed.metrics.summary import summarize
+from tokspeed.metrics.summary import SummaryBuilder
 from tokspeed.records import RequestRecord
 
 if TYPE_CHECKING:
@@ -42,23 +42,30 @@ class GroupResult(BaseModel):
     summary: Summary
 
 
-def add_groups(bench: Benchmark, timeline: Timeline, records: Sequence[RequestRecord], cfg: RunConfig) -> None:
-    """Fill `bench.stages`, `bench.classes` and `bench.classes_goodput` from the labelled records."""
-    measured = [r for r in records if not r.warmup]
+def add_groups(bench: Benchmark, timeline: Timeline, records: Iterable[RequestRecord], cfg: RunConfig) -> None:
+    """Fill `bench.stages`, `bench.classes` and `bench.classes_goodput` from the labelled records (one pass)."""
+    stages = {w.name: SummaryBuilder(cfg.slos, _target(w)) for w in timeline.windows}
+    classes = (
+        {c.name: SummaryBuilder([parse_slo(s) for s in c.slo], c.rate) for c in cfg.classes}
+        if timeline.classes and cfg.classes
+        else {}
+    )
+    for r in records:
+        if r.warmup:
+            continue
+        if (stage := stages.get(r.stage or "")) is not None:
+            stage.add(r)
+        if (group := classes.get(r.workload_class or "")) is not None:
+            group.add(r)
     if timeline.windows:
-        bench.stages = {
-            w.name: GroupResult(
-                profile=w.describe(),
-                summary=summarize([r for r in measured if r.stage == w.name], cfg.slos, _target(w)),
+        bench.stages = {w.name: GroupResult(profile=w.describe(), summary=stages[w.name].summary()) for w in timeline.windows}
+    if classes:
+        bench.classes = {
+            c.name: GroupResult(
+                profile={"rate": c.rate, "arrival": c.arrival, "slo": list(c.slo)}, summary=classes[c.name].summary()
             )
-            for w in timeline.windows
+            for c in cfg.classes or ()
         }
-    if timeline.classes and cfg.classes:
-        bench.classes = {}
-        for c in cfg.classes:
-            mine = [r for r in measured if r.workload_class == c.name]
-            profile = {"rate": c.rate, "arrival": c.arrival, "slo": list(c.slo)}
-            bench.classes[c.name] = GroupResult(profile=profile, summary=summarize(mine, [parse_slo(s) for s in c.slo], c.rate))
         bench.classes_goodput = together(bench.classes, bench.summary.window_s)
 
 

@@ -33,6 +33,11 @@ def schedule_summary(records: Sequence[RequestRecord], target_rate: float) -> Sc
     measured = [r for r in records if not r.warmup]
     scheduled = _by_iteration((r.iteration, r.scheduled_ns) for r in measured)
     sent = _by_iteration((r.iteration, r.sent_ns) for r in measured if was_sent(r))
+    return schedule_of(target_rate, scheduled, sent)
+
+
+def schedule_of(target_rate: float, scheduled: Iterable[Sequence[int]], sent: Iterable[Sequence[int]]) -> Schedule:
+    """The Schedule from the scheduled and the sent times (ns), one group per iteration."""
     offered_rate, offered_cv = gap_stats(scheduled)
     sent_rate, sent_cv = gap_stats(sent)
     return Schedule(

@@ -143,6 +143,9 @@ class Summary(_Frozen):
     server_timing: ServerTimingSummary | None = None
     # the detected steady window (ramp-up and drain trimmed) and the summary over it (metrics/steady_state.py)
     steady_state: SteadyState | None = None
+    # distributions whose values outgrew the exact buffer (metrics/sketch.py): their percentiles
+    # come from a log histogram, each within 0.01% of a true value; [] = every figure exact
+    approximate: list[str] = []
 
     def flat(self) -> dict[str, float | None]:
         """Every number under its flat name.

@@ -15,13 +15,14 @@ Ollama, llama.cpp, TGI's headers, SGLang's e2e_latency) take part. Per completed
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Iterable
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from tokspeed.metrics import request as rq
-from tokspeed.metrics.stats import Distribution, distribution
+from tokspeed.metrics.buffered import BufferedSample, sample_mean
+from tokspeed.metrics.stats import Distribution
 from tokspeed.records import RequestRecord, Status
 
 NS_PER_MS = 1_000_000
@@ -56,11 +57,13 @@ def server_ttft_ms(r: RequestRecord) -> float | None:
 
 def network_ms(r: RequestRecord) -> float | None:
     """Client TTFT − server TTFT (ms): what the server's report does not account for."""
-    server = server_ttft_ms(r)
-    client = rq.ttft_ns(r)
-    if server is None or client is None:
+    return _network_ms(server_ttft_ms(r), rq.ttft_ns(r))
+
+
+def _network_ms(server_ttft: float | None, client_ttft_ns: int | None) -> float | None:
+    if server_ttft is None or client_ttft_ns is None:
         return None
-    return client / NS_PER_MS - server
+    return client_ttft_ns / NS_PER_MS - server_ttft
 
 
 def server_decode_tokens_per_s(r: RequestRecord) -> float | None:
@@ -75,40 +78,93 @@ def server_decode_tokens_per_s(r: RequestRecord) -> float | None:
     return float(tokens) * 1000.0 / float(decode)
 
 
-def summarize_server_timing(records: Sequence[RequestRecord]) -> ServerTimingSummary | None:
+def summarize_server_timing(records: Iterable[RequestRecord]) -> ServerTimingSummary | None:
     """The decomposition over the measured, completed records with server timings; None when there are none."""
-    with_timing = [r for r in records if r.server_timing and r.status is Status.OK and not r.warmup]
-    if not with_timing:
-        return None
-    server_speed = _column(server_decode_tokens_per_s, with_timing)
-    client_speed = _column(rq.decode_tokens_per_s, with_timing)
-    both = ~np.isnan(server_speed) & ~np.isnan(client_speed)
-    ratio = float(np.mean(client_speed[both]) / np.mean(server_speed[both])) if both.any() else None
-    return ServerTimingSummary(
-        requests=len(with_timing),
-        queue_ms=distribution(_key("queue_ms", with_timing)),
-        load_ms=distribution(_key("load_ms", with_timing)),
-        prefill_ms=distribution(_key("prefill_ms", with_timing)),
-        decode_ms=distribution(_key("decode_ms", with_timing)),
-        total_ms=distribution(_key("total_ms", with_timing)),
-        server_ttft_ms=distribution(_column(server_ttft_ms, with_timing)),
-        client_ttft_ms=distribution(_column(rq.ttft_ns, with_timing), 1 / NS_PER_MS),
-        network_ms=distribution(_column(network_ms, with_timing)),
-        server_decode_tokens_per_s=distribution(server_speed),
-        client_decode_tokens_per_s=distribution(client_speed),
-        decode_speed_ratio=ratio,
-    )
+    acc = ServerTimingAccumulator()
+    for r in records:
+        acc.add(r)
+    return acc.summary()
 
 
-def _key(key: str, records: Sequence[RequestRecord]) -> np.ndarray:
-    return _column(lambda r: (r.server_timing or {}).get(key), records)
+# the server-reported durations summarised as they are
+_KEYS: tuple[str, ...] = ("queue_ms", "load_ms", "prefill_ms", "decode_ms", "total_ms")
 
 
-def _column(value: Callable[[RequestRecord], float | int | None], records: Sequence[RequestRecord]) -> np.ndarray:
-    """`value(r)` per record as float64, NaN where None (the distributions skip NaN)."""
-    return np.fromiter(
-        (np.nan if (v := value(r)) is None else v for r in records), dtype=np.float64, count=len(records)
-    )
+class ServerTimingAccumulator:
+    """The decomposition built one record at a time, in bounded memory (a BoundedSample per distribution).
+
+    `add` takes every record of a load point and keeps the measured, completed ones with server
+    timings; `summary()` equals `summarize_server_timing` of the records fed (bit for bit while
+    the samples are exact).
+    """
+
+    __slots__ = ("_client_speed", "_client_ttft", "_keys", "_network", "_pair_client", "_pair_server",
+                 "_requests", "_server_speed", "_server_ttft")
+
+    def __init__(self) -> None:
+        self._requests = 0
+        self._keys = {key: BufferedSample() for key in _KEYS}
+        self._server_ttft = BufferedSample()
+        self._client_ttft = BufferedSample()  # ns
+        self._network = BufferedSample()
+        self._server_speed = BufferedSample()
+        self._client_speed = BufferedSample()
+        # decode speeds of the requests that have both (the ratio's means)
+        self._pair_server = BufferedSample()
+        self._pair_client = BufferedSample()
+
+    def add(self, r: RequestRecord) -> None:
+        """Take one record; only measured, completed ones with server timings count."""
+        if not r.server_timing or r.warmup or r.status is not Status.OK:
+            return
+        self._add_timed(r)
+
+    def _add_timed(self, r: RequestRecord) -> None:
+        st = r.server_timing or {}
+        self._requests += 1
+        for key, column in self._keys.items():
+            column.append(st.get(key))
+        server, client = server_ttft_ms(r), rq.ttft_ns(r)
+        self._server_ttft.append(server)
+        self._client_ttft.append(client)
+        self._network.append(_network_ms(server, client))
+        server_speed, client_speed = server_decode_tokens_per_s(r), rq.decode_tokens_per_s(r)
+        self._server_speed.append(server_speed)
+        self._client_speed.append(client_speed)
+        if server_speed is not None and client_speed is not None and not (
+            math.isnan(server_speed) or math.isnan(client_speed)
+        ):
+            self._pair_server.append(server_speed)
+            self._pair_client.append(client_speed)
+
+    @property
+    def requests(self) -> int:
+        """Measured, completed records with server timings taken so far."""
+        return self._requests
+
+    def pending(self) -> int:
+        """The most values waiting in any one sample's list (never more than buffered.FLUSH_AT)."""
+        columns = [*self._keys.values(), self._server_ttft, self._client_ttft, self._network, self._server_speed,
+                   self._client_speed, self._pair_server, self._pair_client]
+        return max(c.pending for c in columns)
+
+    def summary(self) -> ServerTimingSummary | None:
+        """The decomposition of the records taken; None when none had server timings."""
+        if not self._requests:
+            return None
+        client_mean, server_mean = sample_mean(self._pair_client.read()), sample_mean(self._pair_server.read())
+        ratio = client_mean / server_mean if client_mean is not None and server_mean is not None else None
+        keys = {key: column.read().distribution() for key, column in self._keys.items()}
+        return ServerTimingSummary(
+            requests=self._requests,
+            **keys,
+            server_ttft_ms=self._server_ttft.read().distribution(),
+            client_ttft_ms=self._client_ttft.read().distribution(1 / NS_PER_MS),
+            network_ms=self._network.read().distribution(),
+            server_decode_tokens_per_s=self._server_speed.read().distribution(),
+            client_decode_tokens_per_s=self._client_speed.read().distribution(),
+            decode_speed_ratio=ratio,
+        )
 
 
 class HistogramTTFT(BaseModel):

@@ -21,7 +21,8 @@ enough tokens in time (≥ 20 bins of at least one token on average); else None.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from tokspeed.metrics.schema import SteadyState, Summary
 from tokspeed.records import RequestRecord, Status
 
 NS_PER_S = 1_000_000_000
-SummaryOf = Callable[[Sequence[RequestRecord]], Summary]  # summarize with the point's SLOs and rate
+SummaryOf = Callable[[Iterable[RequestRecord]], Summary]  # summarize with the point's SLOs and rate
 BATCH = 5
 MAX_BINS = 100
 MIN_BINS = 20
@@ -58,15 +59,77 @@ def mser_truncation(series: Sequence[float] | np.ndarray, batch: int = BATCH) ->
     return int(np.argmin(stat[:limit])) * batch
 
 
-def token_rate_series(records: Sequence[RequestRecord], bins: int) -> tuple[np.ndarray, int, int]:
-    """(tokens per bin, window start ns, window end ns) over the completed records' chunk arrivals."""
-    ok = [r for r in records if r.status is Status.OK and r.chunk_ns and r.end_ns is not None]
-    start = min(r.sent_ns for r in ok)
-    end = max(r.end_ns or 0 for r in ok)
-    times = np.concatenate([np.asarray(r.chunk_ns, dtype=np.int64) for r in ok])
-    weights = np.concatenate([_chunk_weights(r) for r in ok])
-    counts, _ = np.histogram(times - start, bins=bins, range=(0, max(1, end - start)), weights=weights)
+def token_rate_series(
+    records: Iterable[RequestRecord], bins: int, span: tuple[int, int] | None = None
+) -> tuple[np.ndarray, int, int]:
+    """(tokens per bin, window start ns, window end ns) over the completed records' chunk arrivals.
+
+    `span` is the window (first send, last end of those records) when the caller knows it;
+    else it is found in a first pass (then `records` must be re-iterable, e.g. a list).
+    """
+    start, end = span if span is not None else _Span.of(records).window()
+    width = max(1, end - start)
+    counts = np.zeros(bins)
+    times: list[np.ndarray] = []
+    weights: list[np.ndarray] = []
+
+    def fold() -> None:
+        hist, _ = np.histogram(np.concatenate(times) - start, bins=bins, range=(0, width), weights=np.concatenate(weights))
+        counts[:] += hist
+        times.clear()
+        weights.clear()
+
+    pending = 0
+    for r in records:
+        if _timed(r):
+            times.append(np.asarray(r.chunk_ns, dtype=np.int64))
+            weights.append(_chunk_weights(r))
+            pending += len(r.chunk_ns)
+            if pending >= _BATCH_CHUNKS:
+                fold()
+                pending = 0
+    if times:
+        fold()
     return counts, start, end
+
+
+_BATCH_CHUNKS = 1 << 16  # chunk times binned at once (a few MB of temporaries)
+
+
+def _timed(r: RequestRecord) -> bool:
+    """A completed, measured record with chunk times: it places tokens in time."""
+    return not r.warmup and r.status is Status.OK and bool(r.chunk_ns) and r.end_ns is not None
+
+
+@dataclass
+class _Span:
+    """One pass over a point's records: what the detection needs before binning."""
+
+    iterations: set[int] = field(default_factory=set)  # of the measured records
+    timed: int = 0  # completed records with chunk times
+    chunks: int = 0
+    start: int | None = None  # first send of the timed records
+    end: int | None = None  # ... and last end
+
+    @classmethod
+    def of(cls, records: Iterable[RequestRecord]) -> _Span:
+        span = cls()
+        for r in records:
+            span.add(r)
+        return span
+
+    def add(self, r: RequestRecord) -> None:
+        if r.warmup:
+            return
+        self.iterations.add(r.iteration)
+        if _timed(r):
+            self.timed += 1
+            self.chunks += len(r.chunk_ns)
+            self.start = r.sent_ns if self.start is None else min(self.start, r.sent_ns)
+            self.end = r.end_ns if self.end is None else max(self.end, r.end_ns or 0)
+
+    def window(self) -> tuple[int, int]:
+        return self.start or 0, self.end or 0
 
 
 def _chunk_weights(r: RequestRecord) -> np.ndarray:
@@ -77,25 +140,27 @@ def _chunk_weights(r: RequestRecord) -> np.ndarray:
     return np.full(n, share)
 
 
-def steady_state(records: Sequence[RequestRecord], summary_of: SummaryOf) -> SteadyState | None:
-    """The detected steady window of one point's measured records and the summary over it (module docstring)."""
-    measured = [r for r in records if not r.warmup]
-    if len({r.iteration for r in measured}) != 1:
+def steady_state(records: Iterable[RequestRecord], summary_of: SummaryOf) -> SteadyState | None:
+    """The detected steady window of one point's measured records and the summary over it (module docstring).
+
+    Up to three passes over `records` (so it must be re-iterable: a list, or results.PointRecords,
+    which reads the file afresh each time), never holding more than a batch of them.
+    """
+    if iter(records) is records:
+        raise TypeError("steady_state reads the records more than once: pass a list or a re-iterable, not an iterator")
+    span = _Span.of(records)
+    if len(span.iterations) != 1 or span.timed < 2:
         return None
-    ok = [r for r in measured if r.status is Status.OK and r.chunk_ns and r.end_ns is not None]
-    if len(ok) < 2:
-        return None
-    total_tokens = sum(len(r.chunk_ns) for r in ok)
-    bins = min(MAX_BINS, total_tokens)
+    bins = min(MAX_BINS, span.chunks)
     if bins < MIN_BINS:
         return None
-    series, start, end = token_rate_series(ok, bins)
+    series, start, end = token_rate_series(records, bins, span.window())
     width = (end - start) / bins
     head = mser_truncation(series)
     tail = mser_truncation(series[head:][::-1])
     lo = start + int(head * width)
     hi = end - int(tail * width)
-    inside = [r for r in measured if r.sent_ns >= lo and r.end_ns is not None and r.end_ns <= hi]
+    inside = summary_of(r for r in records if not r.warmup and r.sent_ns >= lo and r.end_ns is not None and r.end_ns <= hi)
     return SteadyState(
         method="mser-5 on output tokens per bin",
         bins=bins,
@@ -104,12 +169,12 @@ def steady_state(records: Sequence[RequestRecord], summary_of: SummaryOf) -> Ste
         trimmed_end_s=(end - hi) / NS_PER_S,
         window_s=(hi - lo) / NS_PER_S,
         full_window_s=(end - start) / NS_PER_S,
-        requests=len(inside),
-        summary=summary_of(inside) if inside else None,
+        requests=inside.requests.total,
+        summary=inside if inside.requests.total else None,
     )
 
 
-def with_steady_state(summary: Summary, records: Sequence[RequestRecord], summary_of: SummaryOf) -> Summary:
+def with_steady_state(summary: Summary, records: Iterable[RequestRecord], summary_of: SummaryOf) -> Summary:
     """`summary` with `steady_state` filled in (unchanged when none is detected)."""
     found = steady_state(records, summary_of)
     return summary if found is None else summary.model_copy(update={"steady_state": found})

@@ -23,21 +23,34 @@ Per-request formulas live in `tokspeed.metrics.request`, pooled chunk timing in
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from tokspeed.metrics import conversations as conv
 from tokspeed.metrics import request as rq
 from tokspeed.metrics.chunks import ChunkTiming, chunk_timing
-from tokspeed.metrics.goodput import goodput, judge
-from tokspeed.metrics.schedule import schedule_summary
-from tokspeed.metrics.schema import RequestCounts, Summary, Throughput, TokenTotals
-from tokspeed.metrics.server_timing import summarize_server_timing
+from tokspeed.metrics.conversations import ConversationAccumulator
+from tokspeed.metrics.goodput import (
+    good_count,
+    goodput_of,
+    implied_thresholds,
+    judge_counts,
+    met_counts,
+)
+from tokspeed.metrics.schedule import schedule_of
+from tokspeed.metrics.schema import (
+    RequestCounts,
+    Schedule,
+    Summary,
+    Throughput,
+    TokenTotals,
+)
+from tokspeed.metrics.server_timing import ServerTimingAccumulator
+from tokspeed.metrics.sketch import BoundedSample
 from tokspeed.metrics.slo import SLO
-from tokspeed.metrics.stats import distribution, distribution_with_ci
 from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
 
 NS_PER_MS = 1_000_000
@@ -45,75 +58,236 @@ NS_PER_S = 1_000_000_000
 
 
 def summarize(
-    records: Iterable[RequestRecord], slos: Sequence[SLO] = (), target_rate: float | None = None
+    records: Iterable[RequestRecord],
+    slos: Sequence[SLO] = (),
+    target_rate: float | None = None,
+    turns: int | None = None,
 ) -> Summary:
     """The Summary of the measured (non-warm-up) records, judged against `slos`.
 
     `target_rate` is the rate an open-loop point asked for; None for a closed loop,
     whose schedule-based metrics are then left empty (its "schedule" is only when a
-    worker picked each request).
+    worker picked each request). `turns`: the conversation length a --multi-turn run
+    planned (conversations are judged complete against it; else the longest seen).
+    One pass through `SummaryBuilder`: `records` may be a generator.
     """
-    measured = [r for r in records if not r.warmup]
-    ok = [r for r in measured if r.status is Status.OK]
-    failed = [r for r in measured if r.status is Status.ERROR]
-    window = window_s(measured)
-    timing = chunk_timing(ok)
-    per_request = _PerRequest.of(ok, timing)
-    tokens = _token_totals(ok)
-    on_schedule = ok if target_rate is not None else []  # open loop: latency from the scheduled time
-    with_ci = {
-        "ttft_ms": distribution_with_ci(per_request.ttft_ns, 1 / NS_PER_MS),
-        "itl_ms": distribution_with_ci(timing.itl_ns, 1 / NS_PER_MS),
-        "tpot_ms": distribution_with_ci(per_request.tpot_ns, 1 / NS_PER_MS),
-        "e2e_ms": distribution_with_ci(per_request.e2e_ns, 1 / NS_PER_MS),
-    }
-    base = Summary(
-        requests=RequestCounts(
-            completed=len(ok),
-            errored=len(failed),
-            incomplete=len(measured) - len(ok) - len(failed),
-            total=len(measured),
-        ),
-        error_rate=len(failed) / (len(ok) + len(failed)) if ok or failed else None,
-        errors=error_counts(failed),
-        window_s=window,
-        ttft_ms=with_ci["ttft_ms"][0],
-        ttfa_ms=distribution(per_request.ttfa_ns, 1 / NS_PER_MS),
-        itl_ms=with_ci["itl_ms"][0],
-        chunk_gap_ms=distribution(timing.gaps_ns, 1 / NS_PER_MS),
-        tpot_ms=with_ci["tpot_ms"][0],
-        e2e_ms=with_ci["e2e_ms"][0],
-        lateness_ms=distribution(_column(rq.lateness_ns, measured), 1 / NS_PER_MS),
-        connect_ms=distribution(_column(lambda r: r.connect_duration_ns, measured), 1 / NS_PER_MS),
-        ttft_from_scheduled_ms=distribution(_column(rq.ttft_from_scheduled_ns, on_schedule), 1 / NS_PER_MS),
-        e2e_from_scheduled_ms=distribution(_column(rq.e2e_from_scheduled_ns, on_schedule), 1 / NS_PER_MS),
-        decode_tokens_per_s=distribution(per_request.decode_tokens_per_s),
-        input_tokens=distribution(_column(lambda r: r.input_tokens, ok)),
-        output_tokens=distribution(_column(lambda r: r.output_tokens, ok)),
-        throughput=_throughput(len(ok), tokens, window),
-        schedule=schedule_summary(measured, target_rate) if target_rate is not None else None,
-        tokens=tokens,
-        goodput=goodput(per_request.slo_values(), slos, len(ok), window),
-        percentile_ci={field: ci for field, (dist, ci) in with_ci.items() if dist.count},
-        by_turn=conv.by_turn(ok),
-        conversations=conv.conversations(measured, None),
-        prefix_cache=conv.prefix_cache(ok),
-        server_timing=summarize_server_timing(ok),
-    )
-    if not slos:
-        return base
-    return base.model_copy(update={"slo": judge(slos, base.flat(), per_request.slo_values())})
+    builder = SummaryBuilder(slos, target_rate, turns)
+    for r in records:
+        builder.add(r)
+    return builder.summary()
+
+
+class SummaryBuilder:
+    """`summarize`, one record at a time, in memory that does not grow with the records fed.
+
+    Records are processed in batches of at most _BATCH_RECORDS records or
+    _BATCH_CHUNKS chunks (vectorised, then dropped); what stays is counters and one
+    `BoundedSample` per distribution (exact up to its limit, then a log histogram:
+    `Summary.approximate` names the distributions that went past it), plus, for open-loop
+    points, the scheduled and sent times (16 bytes a request, for the schedule's gaps).
+    """
+
+    def __init__(self, slos: Sequence[SLO] = (), target_rate: float | None = None, turns: int | None = None) -> None:
+        self._slos = tuple(slos)
+        self._thresholds = implied_thresholds(self._slos)
+        self._target_rate = target_rate
+        self._turns = turns
+        self._batch: list[RequestRecord] = []
+        self._batch_chunks = 0
+        self._samples = {name: BoundedSample() for name in _SAMPLES}
+        self._measured = self._completed = self._errored = self._good = 0
+        self._errors: Counter[str] = Counter()
+        self._first_sent: int | None = None  # of finished (completed or errored) measured requests
+        self._last_end: int | None = None
+        self._input_total = self._output_total = 0
+        self._input_sources: Counter[str] = Counter()
+        self._output_sources: Counter[str] = Counter()
+        self._met: Counter[str] = Counter()  # per-request SLO text -> requests meeting it
+        self._scheduled: dict[int, array[int]] = {}  # open loop: iteration -> scheduled_ns
+        self._sent: dict[int, array[int]] = {}  # ... and sent_ns of the requests sent
+        self._conversations = ConversationAccumulator()
+        self._server_timing = ServerTimingAccumulator()
+
+    def add(self, r: RequestRecord) -> None:
+        """Take one record (warm-up records are left out of everything)."""
+        self._conversations.add(r)
+        self._server_timing.add(r)
+        if r.warmup:
+            return
+        self._measured += 1
+        if r.status is not Status.INCOMPLETE:
+            self._first_sent = r.sent_ns if self._first_sent is None else min(self._first_sent, r.sent_ns)
+            if r.end_ns is not None:
+                self._last_end = r.end_ns if self._last_end is None else max(self._last_end, r.end_ns)
+        if r.status is Status.ERROR:
+            self._errored += 1
+            self._errors[error_key(r)] += 1
+        if self._target_rate is not None:
+            self._scheduled.setdefault(r.iteration, array("q")).append(r.scheduled_ns)
+            if rq.was_sent(r):
+                self._sent.setdefault(r.iteration, array("q")).append(r.sent_ns)
+        self._batch.append(r)
+        self._batch_chunks += len(r.chunk_ns)
+        if len(self._batch) >= _BATCH_RECORDS or self._batch_chunks >= _BATCH_CHUNKS:
+            self._flush()
+
+    def summary(self) -> Summary:
+        """The Summary of everything added so far."""
+        self._flush()
+        samples = self._samples
+        completed, window = self._completed, self._window_s()
+        tokens = TokenTotals(
+            input_total=self._input_total,
+            output_total=self._output_total,
+            input_sources=dict(sorted(self._input_sources.items())),
+            output_sources=dict(sorted(self._output_sources.items())),
+        )
+        with_ci = {field: samples[field].distribution_with_ci(1 / NS_PER_MS) for field in _WITH_CI}
+        plain = {field: samples[field].distribution(scale) for field, scale in _PLAIN.items()}
+        base = Summary(
+            requests=RequestCounts(
+                completed=completed,
+                errored=self._errored,
+                incomplete=self._measured - completed - self._errored,
+                total=self._measured,
+            ),
+            error_rate=self._errored / (completed + self._errored) if completed or self._errored else None,
+            errors=dict(sorted(self._errors.items())),
+            window_s=window,
+            ttft_ms=with_ci["ttft_ms"][0],
+            ttfa_ms=plain["ttfa_ms"],
+            itl_ms=with_ci["itl_ms"][0],
+            chunk_gap_ms=plain["chunk_gap_ms"],
+            tpot_ms=with_ci["tpot_ms"][0],
+            e2e_ms=with_ci["e2e_ms"][0],
+            lateness_ms=plain["lateness_ms"],
+            connect_ms=plain["connect_ms"],
+            ttft_from_scheduled_ms=plain["ttft_from_scheduled_ms"],
+            e2e_from_scheduled_ms=plain["e2e_from_scheduled_ms"],
+            decode_tokens_per_s=plain["decode_tokens_per_s"],
+            input_tokens=plain["input_tokens"],
+            output_tokens=plain["output_tokens"],
+            throughput=_throughput(completed, tokens, window),
+            schedule=self._schedule(),
+            tokens=tokens,
+            goodput=goodput_of(self._good, self._thresholds, completed, window) if self._thresholds else None,
+            percentile_ci={field: ci for field, (dist, ci) in with_ci.items() if dist.count},
+            by_turn=self._conversations.by_turn(),
+            conversations=self._conversations.conversations(self._turns),
+            prefix_cache=self._conversations.prefix_cache(),
+            server_timing=self._server_timing.summary(),
+            approximate=sorted(name for name, sample in samples.items() if not sample.exact),
+        )
+        if not self._slos:
+            return base
+        return base.model_copy(update={"slo": judge_counts(self._slos, base.flat(), self._met, completed)})
+
+    def _flush(self) -> None:
+        """Fold the batch into the counters and samples, then drop it."""
+        batch, self._batch, self._batch_chunks = self._batch, [], 0
+        if not batch:
+            return
+        samples = self._samples
+        samples["lateness_ms"].add(_column(rq.lateness_ns, batch))
+        samples["connect_ms"].add(_column(lambda r: r.connect_duration_ns, batch))
+        ok = [r for r in batch if r.status is Status.OK]
+        if not ok:
+            return
+        timing = chunk_timing(ok)
+        per_request = _PerRequest.of(ok, timing)
+        for field, column in (
+            ("ttft_ms", per_request.ttft_ns),
+            ("ttfa_ms", per_request.ttfa_ns),
+            ("itl_ms", timing.itl_ns),
+            ("chunk_gap_ms", timing.gaps_ns),
+            ("tpot_ms", per_request.tpot_ns),
+            ("e2e_ms", per_request.e2e_ns),
+            ("decode_tokens_per_s", per_request.decode_tokens_per_s),
+            ("input_tokens", _column(lambda r: r.input_tokens, ok)),
+            ("output_tokens", _column(lambda r: r.output_tokens, ok)),
+        ):
+            samples[field].add(column)
+        if self._target_rate is not None:  # open loop: latency from the scheduled time
+            samples["ttft_from_scheduled_ms"].add(per_request.ttft_from_scheduled_ns)
+            samples["e2e_from_scheduled_ms"].add(per_request.e2e_from_scheduled_ns)
+        self._completed += len(ok)
+        self._input_total += sum(r.input_tokens or 0 for r in ok)
+        self._output_total += sum(r.output_tokens or 0 for r in ok)
+        self._input_sources.update(_source(r.input_tokens_source) for r in ok)
+        self._output_sources.update(_source(r.output_tokens_source) for r in ok)
+        slo_values = per_request.slo_values()
+        if self._thresholds:
+            self._good += good_count(slo_values, self._thresholds, len(ok))
+        self._met.update(met_counts(self._slos, slo_values))
+
+    def _window_s(self) -> float | None:
+        """See `window_s`."""
+        if self._last_end is None or self._first_sent is None:
+            return None
+        return (self._last_end - self._first_sent) / NS_PER_S
+
+    def _schedule(self) -> Schedule | None:
+        if self._target_rate is None:
+            return None
+        return schedule_of(
+            self._target_rate,
+            [self._scheduled[i] for i in sorted(self._scheduled)],
+            [self._sent[i] for i in sorted(self._sent)],
+        )
+
+
+# distributions with a percentile CI (ns -> ms), then the others and their scale
+_WITH_CI = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+_PLAIN: dict[str, float] = {
+    "ttfa_ms": 1 / NS_PER_MS,
+    "chunk_gap_ms": 1 / NS_PER_MS,
+    "lateness_ms": 1 / NS_PER_MS,
+    "connect_ms": 1 / NS_PER_MS,
+    "ttft_from_scheduled_ms": 1 / NS_PER_MS,
+    "e2e_from_scheduled_ms": 1 / NS_PER_MS,
+    "decode_tokens_per_s": 1.0,
+    "input_tokens": 1.0,
+    "output_tokens": 1.0,
+}
+_SAMPLES = _WITH_CI + tuple(_PLAIN)
+_BATCH_RECORDS = 4096
+_BATCH_CHUNKS = 1 << 16  # ~256 records of 256 tokens: the batch's numpy temporaries stay a few MB
 
 
 def summarize_by_iteration(
-    records: Iterable[RequestRecord], slos: Sequence[SLO] = (), target_rate: float | None = None
+    records: Iterable[RequestRecord],
+    slos: Sequence[SLO] = (),
+    target_rate: float | None = None,
+    turns: int | None = None,
 ) -> dict[int, Summary]:
     """One Summary per measured iteration (≥ 1), in iteration order; warm-up left out."""
-    groups: dict[int, list[RequestRecord]] = {}
+    builders = IterationBuilders(slos, target_rate, turns)
     for r in records:
-        if not r.warmup and r.iteration >= 1:
-            groups.setdefault(r.iteration, []).append(r)
-    return {i: summarize(groups[i], slos, target_rate) for i in sorted(groups)}
+        builders.add(r)
+    return builders.summaries()
+
+
+class IterationBuilders:
+    """A `SummaryBuilder` per measured iteration (≥ 1), created as iterations appear."""
+
+    def __init__(self, slos: Sequence[SLO] = (), target_rate: float | None = None, turns: int | None = None) -> None:
+        self._args = (tuple(slos), target_rate, turns)
+        self._builders: dict[int, SummaryBuilder] = {}
+
+    def add(self, r: RequestRecord) -> None:
+        if r.warmup or r.iteration < 1:
+            return
+        builder = self._builders.get(r.iteration)
+        if builder is None:
+            builder = self._builders[r.iteration] = SummaryBuilder(*self._args)
+        builder.add(r)
+
+    @property
+    def iterations(self) -> list[int]:
+        return sorted(self._builders)
+
+    def summaries(self) -> dict[int, Summary]:
+        return {i: self._builders[i].summary() for i in self.iterations}
 
 
 def window_s(records: Iterable[RequestRecord]) -> float | None:
@@ -192,19 +366,9 @@ def _column(
     )
 
 
-def _token_totals(ok: Sequence[RequestRecord]) -> TokenTotals:
-    return TokenTotals(
-        input_total=sum(r.input_tokens or 0 for r in ok),
-        output_total=sum(r.output_tokens or 0 for r in ok),
-        input_sources=_sources(r.input_tokens_source for r in ok),
-        output_sources=_sources(r.output_tokens_source for r in ok),
-    )
-
-
-def _sources(sources: Iterable[TokenSource | None]) -> dict[str, int]:
-    """Requests per token-count source (`usage`, `tokenizer`, ...; `unknown` if unset)."""
-    counts = Counter("unknown" if s is None else s.value for s in sources)
-    return dict(sorted(counts.items()))
+def _source(source: TokenSource | None) -> str:
+    """A token-count source's key (`usage`, `tokenizer`, ...; `unknown` if unset)."""
+    return "unknown" if source is None else source.value
 
 
 def _throughput(completed: int, tokens: TokenTotals, window: float | None) -> Throughput:

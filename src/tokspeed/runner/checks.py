@@ -2,25 +2,27 @@
 
 Each check is a small function returning a warning or None; `measurement_warnings`
 runs them all over a finished benchmark, leaving out what a fired diagnosis rule already
-says (the finding carries the evidence; see `COVERED_BY`).
+says (the finding carries the evidence; see `COVERED_BY`). The checks read the point's
+records through their bounded one-pass digest (`tokspeed.diagnosis.digest`), which the
+runner builds once per point and shares with the diagnosis.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from tokspeed.config import RunConfig
-from tokspeed.diagnosis.tokens import stopped_early
+from tokspeed.diagnosis.digest import PointDigest, digest_point
 from tokspeed.records import Anomaly, RequestRecord, TokenSource
 from tokspeed.results import Benchmark
 
 LATENESS_WARN_MS = 10.0
 P99_MIN_SAMPLES = 100
 
-Check = Callable[[Benchmark, RunConfig, list[RequestRecord]], "str | None"]
+Check = Callable[[Benchmark, RunConfig, PointDigest], "str | None"]
 
 
-def _errors(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
+def _errors(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
     req = b.summary.requests
     if not req.errored:
         return None
@@ -28,14 +30,14 @@ def _errors(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str |
     return f"{req.errored} of {req.completed + req.errored} requests failed ({kinds}); see the error field in requests.jsonl"
 
 
-def _too_few(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
+def _too_few(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
     n = b.summary.requests.completed
     if 0 < n < P99_MIN_SAMPLES:
         return f"only {n} completed requests: p99 and p99.9 are rough; use --requests {P99_MIN_SAMPLES} or more"
     return None
 
 
-def _late(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
+def _late(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
     p99 = b.summary.lateness_ms.p99
     if cfg.profile != "rate" or p99 is None or p99 <= LATENESS_WARN_MS:
         return None
@@ -47,30 +49,24 @@ def _late(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | N
     return f"requests started late (lateness p99 {p99:.1f} ms): {cause}; the offered rate was lower than asked"
 
 
-def _ignored_max_tokens(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
-    short = sum(
-        1
-        for r in records
-        if r.ok and not r.warmup and r.max_tokens and r.output_tokens is not None
-        and r.output_tokens_source is TokenSource.USAGE and r.output_tokens > r.max_tokens
-    )
+def _ignored_max_tokens(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
+    short = d.too_long  # measured ok, with a max_tokens, usage-counted and longer than it
     if short:
         return f"{short} responses were longer than max_tokens: the server ignores max_tokens"
     return None
 
 
-def _early_stops(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
-    ok = [r for r in records if r.ok and not r.warmup and r.max_tokens and r.output_tokens is not None]
-    short = [r for r in ok if stopped_early(r)]
-    if ok and len(short) > len(ok) // 2:
+def _early_stops(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
+    ok, short = d.asked, d.short  # measured ok with a max_tokens and an output count; of them, diagnosis.tokens.stopped_early
+    if ok and short > ok // 2:
         return (
-            f"{len(short)} of {len(ok)} responses stopped before max_tokens (EOS or stop words): output lengths vary; "
+            f"{short} of {ok} responses stopped before max_tokens (EOS or stop words): output lengths vary; "
             "for fixed lengths pass --extra-body '{\"ignore_eos\": true}' (vLLM, SGLang) or min_tokens"
         )
     return None
 
 
-def _chunk_counted(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
+def _chunk_counted(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
     chunks = b.summary.tokens.output_sources.get(TokenSource.CHUNKS.value, 0)
     if chunks:
         return (
@@ -80,12 +76,11 @@ def _chunk_counted(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -
     return None
 
 
-def _retried(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
-    retried = [r.retries for r in records if r.retries and not r.warmup]
-    if not retried:
+def _retried(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
+    if not d.retried:
         return None
     return (
-        f"{len(retried)} requests were retried after HTTP 429/503 ({sum(retried)} retries): the server was "
+        f"{d.retried} requests were retried after HTTP 429/503 ({d.retries} retries): the server was "
         "shedding load; their send lateness includes the waits (times are the final attempt's)"
     )
 
@@ -103,18 +98,14 @@ _ANOMALY_TEXT = {
 }
 
 
-def _anomalies(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
-    counts: dict[str, int] = {}
-    for r in records:
-        if r.anomalies and not r.warmup:
-            for a in r.anomalies:
-                counts[a] = counts.get(a, 0) + 1
+def _anomalies(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
+    counts = d.anomalies  # measured requests, any status
     if not counts:
         return None
     return "; ".join(f"{n} {_ANOMALY_TEXT.get(a, a)}" for a, n in sorted(counts.items()))
 
 
-def _unstable(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> str | None:
+def _unstable(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
     a = b.across_iterations
     if a is None or a.verdict != "unstable":
         return None
@@ -136,10 +127,15 @@ COVERED_BY: dict[Check, str] = {
 }
 
 
-def measurement_warnings(b: Benchmark, cfg: RunConfig, records: list[RequestRecord]) -> list[tuple[str | None, str]]:
+def measurement_warnings(
+    b: Benchmark, cfg: RunConfig, records: Iterable[RequestRecord] | PointDigest
+) -> list[tuple[str | None, str]]:
     """Every check's warning, each with the diagnosis rule that covers its topic (None: no rule does).
+
+    `records`: the point's records (any iterable, read once) or their `digest_point` already built.
 
     The runner leaves out a warning when its rule fired for the same point: the finding says it
     with its evidence.
     """
-    return [(COVERED_BY.get(check), w) for check in CHECKS if (w := check(b, cfg, records))]
+    digest = records if isinstance(records, PointDigest) else digest_point(records)
+    return [(COVERED_BY.get(check), w) for check in CHECKS if (w := check(b, cfg, digest))]

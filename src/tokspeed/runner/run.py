@@ -18,13 +18,14 @@ import asyncio
 import dataclasses
 import heapq
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from tokspeed.backends.base import Backend, TargetInfo
 from tokspeed.config import SAMPLE_OUTPUTS, RunConfig
+from tokspeed.diagnosis.digest import PointDigest, digest_point
 from tokspeed.diagnosis.rules import diagnose_point, diagnose_result, ordered
 from tokspeed.diagnosis.schema import Finding
 from tokspeed.environment import capture_environment, server_facts
@@ -35,6 +36,7 @@ from tokspeed.records import RequestRecord
 from tokspeed.results import (
     REQUESTS_FILE,
     Benchmark,
+    PointRecords,
     ResultsWriter,
     RunResult,
     Sample,
@@ -343,27 +345,33 @@ async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Obser
 
 
 def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark:
-    """Summarise a finished (or stopped) point from its records, read back from requests.jsonl at once."""
-    records = read_records(
-        run.writer.requests_path, state.index, state.offset, run.writer.epoch_offset_ns, compact=True
-    )
+    """Summarise a finished (or stopped) point from its records, streamed back from requests.jsonl in passes.
+
+    Memory does not grow with the point: each pass holds one record (and a bounded batch), the
+    summaries keep bounded samples (metrics/sketch.py). Only --token-audit, which kept every text
+    on purpose, reads the point's records into memory at once.
+    """
+    records = PointRecords(run.writer.requests_path, state.index, state.offset, run.writer.epoch_offset_ns)
     plan = plan_from_config(point.cfg)
     bench = build_benchmark(point.name, plan.describe(), records, point.cfg.slos)
     if plan.timeline is not None:  # per stage and per class summaries
         from tokspeed.metrics.groups import add_groups
 
         add_groups(bench, plan.timeline, records, point.cfg)
-    add_cold_start(state.served, records, state.began_ns)  # in-process targets: load vs first vs warm request
+    digest = _point_digest(run, bench, records)  # one more pass: what the checks, rules and cold start need
+    if digest is not None:
+        add_cold_start(state.served, digest.cold, state.began_ns)  # in-process targets: load vs first vs warm request
     bench.target = state.served or None
     bench.telemetry = _point_telemetry(run, point, state, bench)
     if point.cfg.token_audit:  # --token-audit: every text was kept
         from tokspeed.metrics.token_audit import audit_tokens
         from tokspeed.workload.tokens import load_counter
 
-        bench.token_audit = audit_tokens(records, load_counter(point.cfg.tokenizer) if point.cfg.tokenizer else None)
+        bench.token_audit = audit_tokens(list(records), load_counter(point.cfg.tokenizer) if point.cfg.tokenizer else None)
     run.result.benchmarks.append(bench)
-    _diagnose_point(run, state.index, bench, records)
-    run.point_warnings.append((point.name, state.index, measurement_warnings(bench, point.cfg, records)))
+    if digest is not None:
+        _diagnose_point(run, state.index, bench, digest)
+        run.point_warnings.append((point.name, state.index, measurement_warnings(bench, point.cfg, digest)))
     run.writer.write_run(run.result)
     return bench
 
@@ -448,10 +456,19 @@ def _uncovered(
     ]
 
 
-def _diagnose_point(run: _Run, index: int, bench: Benchmark, records: list[RequestRecord]) -> None:
-    """The point rules, while its records are in memory; a failure is a warning, never a lost run."""
+def _point_digest(run: _Run, bench: Benchmark, records: Iterable[RequestRecord]) -> PointDigest | None:
+    """The point's records digested in one pass for the checks and rules; None (and a note) if that fails."""
     try:
-        run.point_findings += diagnose_point(index, bench, records, run.result.config)
+        return digest_point(records)
+    except Exception as exc:  # noqa: BLE001 - the measurement matters more than its diagnosis
+        run.notes.append(f"the diagnosis of {bench.name} failed ({type(exc).__name__}: {exc}); the results are unaffected")
+        return None
+
+
+def _diagnose_point(run: _Run, index: int, bench: Benchmark, digest: PointDigest) -> None:
+    """The point rules over its digest; a failure is a warning, never a lost run."""
+    try:
+        run.point_findings += diagnose_point(index, bench, digest, run.result.config)
     except Exception as exc:  # noqa: BLE001 - the measurement matters more than its diagnosis
         run.notes.append(f"the diagnosis of {bench.name} failed ({type(exc).__name__}: {exc}); the results are unaffected")
 
