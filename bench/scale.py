@@ -7,8 +7,12 @@ Part 1, start-up: from spawning `tokspeed run` to the simulator receiving its fi
 request (the 1-token probe), read from the simulator's log on the shared monotonic clock.
 Part 2, many streams: `--streams` concurrent requests held open against a simulator with
 a long inter-token latency; peak RSS of the client (from the OS) and whether all completed.
-Part 3, memory as a run grows: peak RSS of the client for runs of 1×, 4× and 16× as many
-requests; a flat line means records are streamed to disk, not held.
+Part 3, memory as a run grows: peak RSS of the client (load and end-of-point summary) for
+one-point runs of 1×, 4× and 16× as many requests, the summary's `approximate` distributions
+(those past the exact buffer), and the slope of peak RSS against requests: a point's records go
+to disk as they finish and come back as a stream for the summary, so the slope should be ~0.
+
+    python bench/scale.py --parts growth --requests 2000   # 2,000 / 8,000 / 32,000 requests
 """
 
 from __future__ import annotations
@@ -71,27 +75,39 @@ def many_streams(tmp: Path, streams: int) -> None:
 
 def growth(tmp: Path, base: int) -> None:
     sim, url = start_sim("--ttft-ms", "0", "--itl-ms", "0")
+    sizes, peaks = [], []
     try:
         print("Memory as a run grows (64 streams, 256-token responses):")
         for factor in (1, 4, 16):
-            wall, rss = run(url, tmp / f"g{factor}", "--concurrency", "64", "--requests", str(base * factor),
+            out = tmp / f"g{factor}"
+            wall, rss = run(url, out, "--concurrency", "64", "--requests", str(base * factor),
                             "--max-tokens", "256", "--warmup", "64")
-            print(f"  {base * factor:>7} requests: peak RSS {rss:>5} MiB, wall {wall:.1f} s")
+            summary = orjson.loads((out / "run.json").read_bytes())["benchmarks"][0]["summary"]
+            approx = ", ".join(summary.get("approximate") or []) or "none"
+            print(f"  {base * factor:>7} requests: peak RSS {rss:>5} MiB, wall {wall:.1f} s, approximate: {approx}")
+            sizes.append(base * factor)
+            peaks.append(rss)
     finally:
         stop(sim)
+    slope = (peaks[-1] - peaks[0]) * 1024 * 1024 / (sizes[-1] - sizes[0])
+    print(f"  peak RSS grew {slope:,.0f} bytes per request from the smallest run to the largest")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--streams", type=int, default=4096)
     ap.add_argument("--requests", type=int, default=1000, help="the smallest run of part 3")
+    ap.add_argument("--parts", nargs="+", choices=("startup", "streams", "growth"), default=["startup", "streams", "growth"])
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        startup(tmp)
-        many_streams(tmp, args.streams)
-        growth(tmp, args.requests)
+        if "startup" in args.parts:
+            startup(tmp)
+        if "streams" in args.parts:
+            many_streams(tmp, args.streams)
+        if "growth" in args.parts:
+            growth(tmp, args.requests)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ still says "running" (the process was killed), it rebuilds the summaries from
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,12 +32,12 @@ from tokspeed.metrics import (
     across_iterations,
     summarize,
 )
-from tokspeed.metrics.summary import IterationBuilders, SummaryBuilder
 from tokspeed.metrics.fit import LinearFit
 from tokspeed.metrics.groups import GroupResult
 from tokspeed.metrics.schema import Goodput
 from tokspeed.metrics.slo import SLO, parse_slo
-from tokspeed.metrics.steady_state import with_steady_state
+from tokspeed.metrics.steady_state import TimedSpan, with_steady_state
+from tokspeed.metrics.summary import SummaryBuilder, summarize_by_iteration
 from tokspeed.metrics.token_audit import TokenAudit
 from tokspeed.quality.schema import QualityResult
 from tokspeed.records import RequestRecord
@@ -260,27 +260,34 @@ def iter_records(
 
 
 def build_benchmark(
-    name: str, profile: dict[str, Any], records: Iterable[RequestRecord], slos: Sequence[SLO]
+    name: str,
+    profile: dict[str, Any],
+    records: Iterable[RequestRecord],
+    slos: Sequence[SLO],
+    also: Callable[[RequestRecord], None] | None = None,
 ) -> Benchmark:
     """Summaries of one load point: pooled over iterations, per iteration, and across iterations.
 
     An open-loop `profile` (kind "rate") passes its rate on, for the schedule-based metrics.
-    `records` is read in passes (one for the summaries, up to three more for the steady state),
-    never held: a list, or a `PointRecords` that streams them from requests.jsonl each time.
+    `records` is read in passes (one for the summaries, two more for the steady state), never
+    held: a list, or a `PointRecords` that streams them from requests.jsonl each time. `also`
+    gets every record of the first pass (the runner's diagnosis digest), saving it a pass.
     """
     rate = profile.get("rate") if profile.get("kind") == "rate" or profile.get("open_loop") else None
     turns = profile.get("turns") if profile.get("kind") == "conversations" else None  # --multi-turn's plan
-    pooled_builder, by_iteration = SummaryBuilder(slos, rate, turns), IterationBuilders(slos, rate, turns)
+    pooled_builder, span = SummaryBuilder(slos, rate, turns), TimedSpan()
     unnumbered = False  # a measured record outside iterations ≥ 1: the pooled summary is not one iteration's
     for r in records:
         pooled_builder.add(r)
-        by_iteration.add(r)
+        span.add(r)
         unnumbered = unnumbered or (not r.warmup and r.iteration < 1)
-    pooled = with_steady_state(pooled_builder.summary(), records, lambda rs: summarize(rs, slos, rate, turns))
-    if len(by_iteration.iterations) == 1 and not unnumbered:
-        per_iteration = {by_iteration.iterations[0]: pooled}  # one iteration: its summary is the pooled one
-    else:
-        per_iteration = by_iteration.summaries()
+        if also is not None:
+            also(r)
+    pooled = with_steady_state(pooled_builder.summary(), records, lambda rs: summarize(rs, slos, rate, turns), span)
+    if len(span.iterations) == 1 and not unnumbered:
+        per_iteration = {next(iter(span.iterations)): pooled}  # one iteration: its summary is the pooled one
+    else:  # one more pass
+        per_iteration = summarize_by_iteration(records, slos, rate, turns)
     iterations = [IterationResult(iteration=i, summary=s) for i, s in sorted(per_iteration.items())]
     across = across_iterations([it.summary for it in iterations]) if len(iterations) > 1 else None
     return Benchmark(

@@ -6,6 +6,7 @@ import asyncio
 import gc
 from pathlib import Path
 from time import perf_counter_ns
+from typing import Any
 
 from tokspeed.backends.base import TargetInfo
 from tokspeed.config import RunConfig
@@ -54,9 +55,9 @@ class CountingBackend:
         pass
 
 
-def points(*backends: CountingBackend) -> PointSource:
+def points(*backends: CountingBackend, requests: int = 300) -> PointSource:
     for i, backend in enumerate(backends):
-        cfg = RunConfig(profile="concurrency", concurrency=4, requests=300 + i, warmup=2)
+        cfg = RunConfig(profile="concurrency", concurrency=4, requests=requests + i, warmup=2)
         yield LoadPoint(f"point {i}", cfg, backend, Workload())
     return None
 
@@ -110,3 +111,36 @@ def test_sample_keeper_keeps_the_first_responses_by_iteration_and_index() -> Non
         keeper.record(r)
     assert [(s.index, s.response) for s in keeper.samples(Workload())] == [(3, "i3"), (4, "i4")]
     assert len(keeper._kept) == 2
+
+
+async def test_the_end_of_point_summary_holds_a_batch_not_the_point(tmp_path: Path, monkeypatch: Any) -> None:
+    """The summary streams the point back from disk: the live records peak at a batch (a list of the point held 1,200)."""
+    from tokspeed.metrics import summary as summary_module
+
+    monkeypatch.setattr(summary_module, "_BATCH_RECORDS", 100)
+    peak: list[int] = []
+    flush = summary_module.SummaryBuilder._flush
+
+    def counting_flush(self: Any) -> None:
+        peak.append(live_records())
+        flush(self)
+
+    monkeypatch.setattr(summary_module.SummaryBuilder, "_flush", counting_flush)
+    cfg = RunConfig(profile="concurrency", concurrency=4, requests=1_200, warmup=2)
+    outcome = await execute_points(cfg, points(CountingBackend(probe_at=()), requests=1_200), tmp_path / "run")
+    assert outcome.result.benchmarks[0].summary.requests.completed == 1_200
+    assert peak and max(peak) <= 110, max(peak)
+
+
+async def test_a_failing_digest_costs_the_diagnosis_not_the_run(tmp_path: Path, monkeypatch: Any) -> None:
+    from tokspeed.diagnosis.digest import PointDigest
+
+    def broken(self: Any, r: RequestRecord) -> None:
+        raise RuntimeError("digest bug")
+
+    monkeypatch.setattr(PointDigest, "add", broken)
+    cfg = RunConfig(profile="concurrency", concurrency=4, requests=40, warmup=2)
+    outcome = await execute_points(cfg, points(CountingBackend(probe_at=()), requests=40), tmp_path / "run")
+    assert outcome.result.status == "complete"
+    assert outcome.result.benchmarks[0].summary.requests.completed == 40
+    assert any("the diagnosis of point 0 failed (RuntimeError: digest bug)" in n for n in outcome.result.warnings), outcome.result.warnings

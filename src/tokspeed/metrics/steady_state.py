@@ -67,7 +67,7 @@ def token_rate_series(
     `span` is the window (first send, last end of those records) when the caller knows it;
     else it is found in a first pass (then `records` must be re-iterable, e.g. a list).
     """
-    start, end = span if span is not None else _Span.of(records).window()
+    start, end = span if span is not None else TimedSpan.of(records).window()
     width = max(1, end - start)
     counts = np.zeros(bins)
     times: list[np.ndarray] = []
@@ -102,8 +102,8 @@ def _timed(r: RequestRecord) -> bool:
 
 
 @dataclass
-class _Span:
-    """One pass over a point's records: what the detection needs before binning."""
+class TimedSpan:
+    """What the detection needs before binning, fed one record at a time (`add`) in a caller's pass."""
 
     iterations: set[int] = field(default_factory=set)  # of the measured records
     timed: int = 0  # completed records with chunk times
@@ -112,7 +112,7 @@ class _Span:
     end: int | None = None  # ... and last end
 
     @classmethod
-    def of(cls, records: Iterable[RequestRecord]) -> _Span:
+    def of(cls, records: Iterable[RequestRecord]) -> TimedSpan:
         span = cls()
         for r in records:
             span.add(r)
@@ -140,15 +140,19 @@ def _chunk_weights(r: RequestRecord) -> np.ndarray:
     return np.full(n, share)
 
 
-def steady_state(records: Iterable[RequestRecord], summary_of: SummaryOf) -> SteadyState | None:
+def steady_state(
+    records: Iterable[RequestRecord], summary_of: SummaryOf, span: TimedSpan | None = None
+) -> SteadyState | None:
     """The detected steady window of one point's measured records and the summary over it (module docstring).
 
     Up to three passes over `records` (so it must be re-iterable: a list, or results.PointRecords,
-    which reads the file afresh each time), never holding more than a batch of them.
+    which reads the file afresh each time), never holding more than a batch of them; two when the
+    caller fed every record to `span` in a pass of its own.
     """
     if iter(records) is records:
         raise TypeError("steady_state reads the records more than once: pass a list or a re-iterable, not an iterator")
-    span = _Span.of(records)
+    if span is None:
+        span = TimedSpan.of(records)
     if len(span.iterations) != 1 or span.timed < 2:
         return None
     bins = min(MAX_BINS, span.chunks)
@@ -174,7 +178,9 @@ def steady_state(records: Iterable[RequestRecord], summary_of: SummaryOf) -> Ste
     )
 
 
-def with_steady_state(summary: Summary, records: Iterable[RequestRecord], summary_of: SummaryOf) -> Summary:
+def with_steady_state(
+    summary: Summary, records: Iterable[RequestRecord], summary_of: SummaryOf, span: TimedSpan | None = None
+) -> Summary:
     """`summary` with `steady_state` filled in (unchanged when none is detected)."""
-    found = steady_state(records, summary_of)
+    found = steady_state(records, summary_of, span)
     return summary if found is None else summary.model_copy(update={"steady_state": found})

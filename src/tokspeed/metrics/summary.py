@@ -261,33 +261,13 @@ def summarize_by_iteration(
     turns: int | None = None,
 ) -> dict[int, Summary]:
     """One Summary per measured iteration (≥ 1), in iteration order; warm-up left out."""
-    builders = IterationBuilders(slos, target_rate, turns)
+    builders: dict[int, SummaryBuilder] = {}
     for r in records:
-        builders.add(r)
-    return builders.summaries()
-
-
-class IterationBuilders:
-    """A `SummaryBuilder` per measured iteration (≥ 1), created as iterations appear."""
-
-    def __init__(self, slos: Sequence[SLO] = (), target_rate: float | None = None, turns: int | None = None) -> None:
-        self._args = (tuple(slos), target_rate, turns)
-        self._builders: dict[int, SummaryBuilder] = {}
-
-    def add(self, r: RequestRecord) -> None:
-        if r.warmup or r.iteration < 1:
-            return
-        builder = self._builders.get(r.iteration)
-        if builder is None:
-            builder = self._builders[r.iteration] = SummaryBuilder(*self._args)
-        builder.add(r)
-
-    @property
-    def iterations(self) -> list[int]:
-        return sorted(self._builders)
-
-    def summaries(self) -> dict[int, Summary]:
-        return {i: self._builders[i].summary() for i in self.iterations}
+        if not r.warmup and r.iteration >= 1:
+            if r.iteration not in builders:
+                builders[r.iteration] = SummaryBuilder(slos, target_rate, turns)
+            builders[r.iteration].add(r)
+    return {i: builders[i].summary() for i in sorted(builders)}
 
 
 def window_s(records: Iterable[RequestRecord]) -> float | None:

@@ -18,14 +18,14 @@ import asyncio
 import dataclasses
 import heapq
 import time
-from collections.abc import Generator, Iterable
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from tokspeed.backends.base import Backend, TargetInfo
 from tokspeed.config import SAMPLE_OUTPUTS, RunConfig
-from tokspeed.diagnosis.digest import PointDigest, digest_point
+from tokspeed.diagnosis.digest import PointDigest
 from tokspeed.diagnosis.rules import diagnose_point, diagnose_result, ordered
 from tokspeed.diagnosis.schema import Finding
 from tokspeed.environment import capture_environment, server_facts
@@ -353,12 +353,13 @@ def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark
     """
     records = PointRecords(run.writer.requests_path, state.index, state.offset, run.writer.epoch_offset_ns)
     plan = plan_from_config(point.cfg)
-    bench = build_benchmark(point.name, plan.describe(), records, point.cfg.slos)
+    guarded = _GuardedDigest(run, point.name)  # what the checks, rules and cold start need, in the summary's pass
+    bench = build_benchmark(point.name, plan.describe(), records, point.cfg.slos, also=guarded.add)
     if plan.timeline is not None:  # per stage and per class summaries
         from tokspeed.metrics.groups import add_groups
 
         add_groups(bench, plan.timeline, records, point.cfg)
-    digest = _point_digest(run, bench, records)  # one more pass: what the checks, rules and cold start need
+    digest = guarded.digest
     if digest is not None:
         add_cold_start(state.served, digest.cold, state.began_ns)  # in-process targets: load vs first vs warm request
     bench.target = state.served or None
@@ -456,13 +457,21 @@ def _uncovered(
     ]
 
 
-def _point_digest(run: _Run, bench: Benchmark, records: Iterable[RequestRecord]) -> PointDigest | None:
-    """The point's records digested in one pass for the checks and rules; None (and a note) if that fails."""
-    try:
-        return digest_point(records)
-    except Exception as exc:  # noqa: BLE001 - the measurement matters more than its diagnosis
-        run.notes.append(f"the diagnosis of {bench.name} failed ({type(exc).__name__}: {exc}); the results are unaffected")
-        return None
+class _GuardedDigest:
+    """A point's diagnosis digest, fed one record at a time; a bug in it costs the diagnosis (a note), never the run."""
+
+    def __init__(self, run: _Run, point: str) -> None:
+        self.digest: PointDigest | None = PointDigest()
+        self._run, self._point = run, point
+
+    def add(self, r: RequestRecord) -> None:
+        if self.digest is None:
+            return
+        try:
+            self.digest.add(r)
+        except Exception as exc:  # noqa: BLE001 - the measurement matters more than its diagnosis
+            self._run.notes.append(f"the diagnosis of {self._point} failed ({type(exc).__name__}: {exc}); the results are unaffected")
+            self.digest = None
 
 
 def _diagnose_point(run: _Run, index: int, bench: Benchmark, digest: PointDigest) -> None:
