@@ -177,3 +177,10 @@ def test_report_lines() -> None:
     assert lines[0].startswith("p99 TTFT ") and "(95% CI " in lines[0] and "n=400)" in lines[0]
     assert [line.split()[1] for line in lines] == ["TTFT", "ITL", "TPOT", "E2E"]
     assert ci_lines(bench(_varied(40)))[0].endswith("(no 95% CI: needs n ≥ 368, n=40)")
+
+
+def test_report_says_which_figures_are_past_the_exact_buffer() -> None:
+    b = bench(_varied(400))
+    b.summary = b.summary.model_copy(update={"approximate": ["chunk_gap_ms", "itl_ms"]})
+    assert ci_lines(b)[-1] == "Within 0.01% (past 262,144 values, from a log histogram): chunk_gap_ms, itl_ms"
+    assert not any("Within" in line for line in ci_lines(bench(_varied(400))))

@@ -8,10 +8,10 @@ The live view reads counters the observer keeps; it does no per-token work.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from time import perf_counter_ns
-from typing import Iterator
 
 from rich.console import Console as RichConsole
 from rich.live import Live
@@ -26,6 +26,8 @@ from tokspeed.runner.run import RunOutcome
 
 NS = 1_000_000_000
 _RECENT = 512
+# points at least this large say so while their summary is built (~0.1 ms of CPU a request)
+SUMMARY_NOTICE_REQUESTS = 10_000
 
 
 class Progress:
@@ -43,6 +45,7 @@ class Progress:
         self.output_tokens = 0
         self.ttfts: list[int] = []
         self.conversations: set[int] = set()  # multi-turn: the phase's n counts these, not requests
+        self.status = ""  # what follows the phase's figures once its load is over
 
     # Observer ---------------------------------------------------------------
     def target_ready(self, info: TargetInfo) -> None:
@@ -79,6 +82,14 @@ class Progress:
         if self.echo is not None:
             self.echo.print(self.line(), highlight=False)
 
+    def summarising(self, label: str, requests: int) -> None:
+        """A point's load is over and its summary is being built: said when that takes a while."""
+        if requests < SUMMARY_NOTICE_REQUESTS:
+            return
+        self.status = f"summarising {requests:,} requests"
+        if self.echo is not None:
+            self.echo.print(f"{label}: summarising {requests:,} requests…", highlight=False)
+
     # view -------------------------------------------------------------------
     def line(self) -> str:
         phase = self.phase
@@ -94,7 +105,7 @@ class Progress:
         return (
             f"{self.label} · {name}: {done}, {self.errored} errored, "
             f"{self.sent - self.done} in flight · {elapsed:.1f} s · {fmt(tps, 1)} output tok/s · "
-            f"TTFT p50 {fmt(p50, 1)} ms"
+            f"TTFT p50 {fmt(p50, 1)} ms" + (f" · {self.status}…" if self.status else "")
         )
 
     def __rich__(self) -> Text:

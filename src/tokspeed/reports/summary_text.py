@@ -175,6 +175,8 @@ def ci_lines(bench: Benchmark) -> list[str]:
         if need is not None and need > dist.count:
             line += f" · ±{CI_PRECISION:.0%} needs n ≈ {need:,}"
         lines.append(line)
+    if s.approximate:
+        lines.append(f"Within 0.01% (past 262,144 values, from a log histogram): {', '.join(s.approximate)}")
     return lines
 
 

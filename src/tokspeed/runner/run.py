@@ -69,6 +69,8 @@ class Observer(Protocol):
 
     def phase_finished(self, phase: Phase) -> None: ...
 
+    def summarising(self, label: str, requests: int) -> None: ...
+
 
 class NullObserver:
     def target_ready(self, info: TargetInfo) -> None:
@@ -84,6 +86,9 @@ class NullObserver:
         pass
 
     def phase_finished(self, phase: Phase) -> None:
+        pass
+
+    def summarising(self, label: str, requests: int) -> None:
         pass
 
 
@@ -225,6 +230,7 @@ async def execute_points(
         while True:
             state = _PointState(index=len(run.result.benchmarks), offset=run.writer.position())
             await _run_point(run, point, state, obs)
+            obs.summarising(point.name, state.finished)
             bench = _add_benchmark(run, point, state)
             point = None
             try:
