@@ -36,7 +36,7 @@ import numpy as np
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simproc import start_sim, stop
+from simproc import pin, start_sim, stop
 
 NS = 1_000_000_000
 MS = 1_000_000
@@ -81,12 +81,12 @@ def pacer(rates: list[float], n: int) -> None:
 # -- part 2: end to end against the simulator ----------------------------------------------------
 
 
-def run_client(url: str, out: Path, *args: str) -> float:
-    """Run `tokspeed run`; returns the client's CPU seconds (user + system)."""
-    proc = subprocess.Popen(
+def run_client(url: str, out: Path, *args: str, cpus: set[int] | None = None) -> float:
+    """Run `tokspeed run` (pinned to `cpus` if given); returns the client's CPU seconds (user + system)."""
+    proc = pin(subprocess.Popen(
         [sys.executable, "-m", "tokspeed", "run", "--target", url, "--max-tokens", "8", "--out", str(out), "-q", *args],
         stdout=subprocess.DEVNULL,
-    )
+    ), cpus)
     _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"tokspeed run {' '.join(args)} failed")
@@ -115,11 +115,14 @@ def measured(out: Path, log: Path) -> tuple[dict[str, list[int]], dict[str, Any]
     return times, run["benchmarks"][0]["summary"]
 
 
-def end_to_end(tmp: Path, cases: list[tuple[float, str]], n: int) -> None:
+def end_to_end(tmp: Path, cases: list[tuple[float, str]], n: int, repeat: int, pin: bool) -> None:
     log = tmp / "sim.jsonl"
-    proc, url = start_sim("--ttft-ms", "0", "--itl-ms", "0", "--log", str(log))
+    client_cpus, sim_cpus = ({0}, {(os.cpu_count() or 2) - 1}) if pin else (None, None)
+    proc, url = start_sim("--ttft-ms", "0", "--itl-ms", "0", "--log", str(log), cpus=sim_cpus)
     try:
-        startup = run_client(url, tmp / "startup", "--rate", "1000", "--requests", "1", "--warmup", "0")
+        if pin:
+            print(f"\npinned: client on CPU {min(client_cpus or {0})}, simulator on CPU {min(sim_cpus or {0})}")
+        startup = run_client(url, tmp / "startup", "--rate", "1000", "--requests", "1", "--warmup", "0", cpus=client_cpus)
         print(f"\nEnd to end: tokspeed run vs tokspeed sim (zero delays), {n} measured arrivals per case; "
               f"client start-up CPU {startup:.2f} s (subtracted)")
         print(f"{'case':<16} {'where':<10} {'rate/s':>9} {'vs target':>9} {'gap CV':>7}")
@@ -127,7 +130,7 @@ def end_to_end(tmp: Path, cases: list[tuple[float, str]], n: int) -> None:
             out = tmp / f"{arrival}-{rate:g}"
             t0 = time.perf_counter()
             cpu = run_client(url, out, "--rate", f"{rate:g}", "--arrival", arrival, "--requests", str(n),
-                             "--warmup", "20", "--seed", "1")
+                             "--warmup", "20", "--seed", "1", cpus=client_cpus)
             wall = time.perf_counter() - t0
             times, summary = measured(out, log)
             label = f"{arrival} {rate:g}/s"
@@ -148,20 +151,38 @@ def end_to_end(tmp: Path, cases: list[tuple[float, str]], n: int) -> None:
                 print(f"{'':<16} run.json: offered {sched['offered_requests_per_s']:.3f}/s, sent "
                       f"{sched['sent_requests_per_s']:.3f}/s, ttft_from_scheduled p99 "
                       f"{summary['ttft_from_scheduled_ms']['p99']:.3f} ms")
+        if repeat:
+            repeated(url, tmp, log, n, repeat, client_cpus)
     finally:
         stop(proc)
+
+
+def repeated(url: str, tmp: Path, log: Path, n: int, repeat: int, cpus: set[int] | None) -> None:
+    """Constant 200 req/s `repeat` times: each run's sent-gap CV and lag max, and how many kept CV ≤ 0.02."""
+    cvs = []
+    for i in range(repeat):
+        out = tmp / f"repeat-{i}"
+        run_client(url, out, "--rate", "200", "--arrival", "constant", "--requests", str(n), "--warmup", "20", cpus=cpus)
+        times, _ = measured(out, log)
+        _, cv = rate_and_cv(times["sent"])
+        lag_max = (np.asarray(times["sent"]) - np.asarray(times["scheduled"])).max() / MS
+        cvs.append(cv)
+        print(f"  constant 200/s run {i + 1}: sent gap CV {cv:.4f}, lag max {lag_max:.3f} ms", flush=True)
+    print(f"  sent gap CV ≤ 0.02 in {sum(cv <= 0.02 for cv in cvs)} of {repeat} runs (median {np.median(cvs):.4f})")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=400, help="measured arrivals per case")
     ap.add_argument("--skip-pacer", action="store_true", help="only the end-to-end part")
+    ap.add_argument("--repeat", type=int, default=0, help="then constant 200 req/s this many more times")
+    ap.add_argument("--pin", action="store_true", help="client on the first CPU, simulator on the last (sched_setaffinity)")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}")
     if not args.skip_pacer:
         pacer([20.0, 200.0], args.requests)
     with tempfile.TemporaryDirectory() as d:
-        end_to_end(Path(d), [(20.0, "constant"), (200.0, "constant"), (20.0, "poisson")], args.requests)
+        end_to_end(Path(d), [(20.0, "constant"), (200.0, "constant"), (20.0, "poisson")], args.requests, args.repeat, args.pin)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -10,9 +11,16 @@ import sys
 URL = re.compile(rb"listening on (http://\S+/v1)")
 
 
-def start_sim(*args: str) -> tuple[subprocess.Popen[bytes], str]:
-    """`tokspeed sim --port 0 ARGS`; returns the process and its base URL (…/v1)."""
-    proc = subprocess.Popen([sys.executable, "-m", "tokspeed", "sim", "--port", "0", *args], stdout=subprocess.PIPE)
+def pin(proc: subprocess.Popen[bytes], cpus: set[int] | None) -> subprocess.Popen[bytes]:
+    """Pin a just-started child (and the threads it starts from now on) to `cpus`; None: leave it."""
+    if cpus:
+        os.sched_setaffinity(proc.pid, cpus)
+    return proc
+
+
+def start_sim(*args: str, cpus: set[int] | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """`tokspeed sim --port 0 ARGS` (pinned to `cpus` if given); returns the process and its base URL (…/v1)."""
+    proc = pin(subprocess.Popen([sys.executable, "-m", "tokspeed", "sim", "--port", "0", *args], stdout=subprocess.PIPE), cpus)
     assert proc.stdout is not None
     m = URL.search(proc.stdout.readline())
     if not m:
