@@ -24,7 +24,6 @@ from tokspeed.metrics.conversations import (
     TTFTGroup,
 )
 from tokspeed.metrics.conversations import TurnStats as _TurnStats
-from tokspeed.metrics.schema import Summary
 from tokspeed.metrics.server_timing import (
     NS_PER_MS,
     ServerTimingAccumulator,
@@ -35,6 +34,7 @@ from tokspeed.metrics.server_timing import (
     summarize_server_timing,
 )
 from tokspeed.metrics.stats import distribution
+from tokspeed.metrics.summary import summarize
 from tokspeed.records import RequestRecord, Status
 
 _MS = 1 / 1_000_000
@@ -244,17 +244,11 @@ def test_ratio_is_np_mean_not_the_clamped_distribution_mean() -> None:
     assert s.server_decode_tokens_per_s.mean == speed  # clamped into [min, max]
 
 
-def test_with_planned_turns_from_records_or_the_accumulator() -> None:
+def test_a_summary_judges_conversations_against_the_planned_turns() -> None:
     records = _records(400, 6)
-    acc = _fed_conversations(records)
-    summary = Summary(conversations=acc.conversations(None))
-    from_records = conv.with_planned_turns(summary, records, 4)
-    from_acc = conv.with_planned_turns(summary, acc, 4)
-    assert from_records == from_acc
-    assert from_acc.conversations == _old_conversations([r for r in records if not r.warmup], 4)
-    assert from_acc.conversations != summary.conversations  # 4 planned turns, longest seen is 5
-    assert conv.with_planned_turns(summary, acc, None) is summary
-    assert conv.with_planned_turns(Summary(), acc, 4) == Summary()
+    planned = summarize(records, turns=4).conversations
+    assert planned == _old_conversations([r for r in records if not r.warmup], 4)
+    assert planned != summarize(records).conversations  # 4 planned turns, longest seen is 5
 
 
 def test_nothing_to_summarise_gives_none() -> None:

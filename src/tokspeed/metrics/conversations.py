@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
-from typing import TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -101,30 +100,6 @@ def prefix_cache(ok: Iterable[RequestRecord]) -> PrefixCacheStats | None:
     for r in ok:
         acc.add_completed(r)
     return acc.prefix_cache()
-
-
-_SummaryT = TypeVar("_SummaryT", bound=BaseModel)
-
-
-def with_planned_turns(
-    summary: _SummaryT, records: Iterable[RequestRecord] | ConversationAccumulator, turns: int | None
-) -> _SummaryT:
-    """`summary` whose `conversations.completed` is judged against the `turns` the run planned (--multi-turn).
-
-    A summary alone cannot know them (it judges against the longest conversation it saw), so
-    the caller that knows the profile passes them; unchanged when `turns` is None or there are none.
-    `records` may be the ConversationAccumulator that was fed the summary's records (no second pass).
-    """
-    if not turns or getattr(summary, "conversations", None) is None:
-        return summary
-    if isinstance(records, ConversationAccumulator):
-        acc = records
-    else:
-        acc = ConversationAccumulator()
-        for r in records:
-            if not r.warmup:
-                acc.add_measured(r)
-    return summary.model_copy(update={"conversations": acc.conversations(turns)})
 
 
 class _TurnColumns:
