@@ -270,7 +270,7 @@ def build_benchmark(
 
     An open-loop `profile` (kind "rate") passes its rate on, for the schedule-based metrics.
     `records` is read in passes (one for the summaries, two more for the steady state), never
-    held: a list, or a `PointRecords` that streams them from requests.jsonl each time. `also`
+    held: a list, or a `StoredRecords` that streams them from requests.jsonl each time. `also`
     gets every record of the first pass (the runner's diagnosis digest), saving it a pass.
     """
     rate = profile.get("rate") if profile.get("kind") == "rate" or profile.get("open_loop") else None
@@ -300,39 +300,51 @@ def build_benchmark(
 
 
 @dataclass(frozen=True)
-class PointRecords:
-    """One load point's records in requests.jsonl, streamed afresh on every iteration over it.
+class StoredRecords:
+    """Records in requests.jsonl (one load point's, or all), streamed afresh on every iteration over them.
 
-    A re-iterable for the summaries that read a point in several passes: memory holds one
-    record at a time (chunk times compact), however long the point ran.
+    A re-iterable for what reads records in one or several passes (summaries, diagnosis):
+    memory holds one record at a time (chunk times compact), however long the run was.
     """
 
     path: Path
-    benchmark: int
-    offset: int = 0  # where the point's records start in the file
+    benchmark: int | None = None  # only this load point's; None: every record
+    offset: int = 0  # where to start reading (a point's first record)
     epoch_offset_ns: int = 0
 
     def __iter__(self) -> Iterator[RequestRecord]:
         return iter_records(self.path, self.benchmark, self.offset, self.epoch_offset_ns, compact=True)
 
 
-def load_run(directory: Path) -> tuple[RunResult, list[RequestRecord]]:
-    """Read a results directory. Without run.json, rebuild a result from requests.jsonl alone."""
+def load_run_file(run_file: Path) -> RunResult:
+    """run.json alone, checked: valid JSON of the schema this tokspeed reads."""
+    try:
+        data = orjson.loads(run_file.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ResultsError(f"{run_file} is not valid JSON: {exc}") from exc
+    if data.get("schema") != SCHEMA:
+        raise ResultsError(
+            f"{run_file} has schema {data.get('schema')!r}; this tokspeed reads {SCHEMA}",
+            hint="upgrade tokspeed to read newer results",
+        )
+    return RunResult.model_validate(data)
+
+
+def load_run(directory: Path, with_records: bool = True) -> tuple[RunResult, list[RequestRecord]]:
+    """Read a results directory. Without run.json, rebuild a result from requests.jsonl alone.
+
+    `with_records=False` leaves requests.jsonl unread (the records come back empty) when run.json
+    is complete: what reads only the summaries then needs no memory for the requests. A run
+    that never finished, or one without run.json, is rebuilt from its records either way.
+    """
     if not directory.is_dir():
         raise ResultsError(f"{directory} is not a directory", hint="pass the --out directory of a run")
     run_file, req_file = directory / RUN_FILE, directory / REQUESTS_FILE
+    if not with_records and run_file.exists() and (saved := load_run_file(run_file)).status != "running":
+        return saved, []
     records = read_records(req_file) if req_file.exists() else []
     if run_file.exists():
-        try:
-            data = orjson.loads(run_file.read_bytes())
-        except (OSError, orjson.JSONDecodeError) as exc:
-            raise ResultsError(f"{run_file} is not valid JSON: {exc}") from exc
-        if data.get("schema") != SCHEMA:
-            raise ResultsError(
-                f"{run_file} has schema {data.get('schema')!r}; this tokspeed reads {SCHEMA}",
-                hint="upgrade tokspeed to read newer results",
-            )
-        result = RunResult.model_validate(data)
+        result = load_run_file(run_file)
         if result.status == "running" and records:
             result = _rebuilt_from_records(result, records)
             result = _with_rebuilt_telemetry(result, directory)

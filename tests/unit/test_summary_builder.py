@@ -15,7 +15,7 @@ from tokspeed.metrics.sketch import BoundedSample
 from tokspeed.metrics.steady_state import steady_state
 from tokspeed.metrics.summary import SummaryBuilder
 from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
-from tokspeed.results import PointRecords, ResultsWriter, build_benchmark
+from tokspeed.results import StoredRecords, ResultsWriter, build_benchmark
 
 MS = 1_000_000
 
@@ -93,13 +93,13 @@ def test_past_the_exact_limit_figures_are_within_the_sketch_accuracy(monkeypatch
             assert getattr(a, stat) == pytest.approx(getattr(e, stat), rel=2e-4), (field, stat)
 
 
-def _written(tmp_path: Path, rs: list[RequestRecord]) -> PointRecords:
+def _written(tmp_path: Path, rs: list[RequestRecord]) -> StoredRecords:
     writer = ResultsWriter(tmp_path, 1_700_000_000 * 10**9)
     for r in rs:
         r.benchmark = 0
         writer.append(r)
     writer.close()
-    return PointRecords(writer.requests_path, 0, 0, writer.epoch_offset_ns)
+    return StoredRecords(writer.requests_path, 0, 0, writer.epoch_offset_ns)
 
 
 def test_a_point_streamed_from_disk_summarises_as_the_list_does(tmp_path: Path) -> None:

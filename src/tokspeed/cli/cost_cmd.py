@@ -68,7 +68,7 @@ def cost(
 
     if any(p <= 0 for p in price_per_hour):
         raise ConfigError("--price-per-hour must be positive", hint="e.g. --price-per-hour 2.50")
-    result, _ = load_run(directory)
+    result, _ = load_run(directory, with_records=False)
     rows = costs(measured_rates(result), list(price_per_hour), gpus)
     if json_out:
         data = {"schema": "tokspeed.cost/1", "costs": [c.to_json() for c in rows]}
@@ -97,7 +97,7 @@ def efficiency(
 
     spec = load_model(model)
     hw = load_hardware(gpu, gpu_memory_gb, bandwidth_gb_s, tflops)
-    result, _ = load_run(directory)
+    result, _ = load_run(directory, with_records=False)
     rows = [
         point_efficiency(b.name, b.profile, b.summary, spec, hw, weights=weights.value, kv=kv.value, gpus=gpus)
         for b in result.benchmarks

@@ -50,10 +50,11 @@ def diagnose(
 
     from tokspeed.diagnosis.rules import diagnose as run_rules
     from tokspeed.reports.diagnosis_text import findings_json, render_findings
-    from tokspeed.results import load_run
+    from tokspeed.results import REQUESTS_FILE, StoredRecords, load_run
 
-    result, records = load_run(directory)
-    findings = run_rules(result, records)
+    result, records = load_run(directory, with_records=False)  # streamed below: memory flat however big the run
+    requests = directory / REQUESTS_FILE
+    findings = run_rules(result, records or (StoredRecords(requests) if requests.exists() else []))
     if json_out:
         print(orjson.dumps(findings_json(findings, result, directory), option=orjson.OPT_INDENT_2).decode())
     else:

@@ -55,7 +55,8 @@ def report(
     plan = ReportPlan.prepare(
         {"--html": html, "--markdown": markdown, "--csv": csv, "--csv-summary": csv_summary}, fail_if or (), stdout_taken=json_out
     )
-    result, records = load_run(directory)
+    per_request = as_tool is not None or token_audit or stats or html is not None or csv is not None
+    result, records = load_run(directory, with_records=per_request)  # the summaries alone need run.json only
     if as_tool is not None:
         from tokspeed.metrics.compat import to_json, views
         from tokspeed.reports.compat_text import render_views

@@ -145,7 +145,7 @@ def steady_state(
 ) -> SteadyState | None:
     """The detected steady window of one point's measured records and the summary over it (module docstring).
 
-    Up to three passes over `records` (so it must be re-iterable: a list, or results.PointRecords,
+    Up to three passes over `records` (so it must be re-iterable: a list, or results.StoredRecords,
     which reads the file afresh each time), never holding more than a batch of them; two when the
     caller fed every record to `span` in a pass of its own.
     """

@@ -36,7 +36,7 @@ from tokspeed.records import RequestRecord
 from tokspeed.results import (
     REQUESTS_FILE,
     Benchmark,
-    PointRecords,
+    StoredRecords,
     ResultsWriter,
     RunResult,
     Sample,
@@ -357,7 +357,7 @@ def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark
     summaries keep bounded samples (metrics/sketch.py). Only --token-audit, which kept every text
     on purpose, reads the point's records into memory at once.
     """
-    records = PointRecords(run.writer.requests_path, state.index, state.offset, run.writer.epoch_offset_ns)
+    records = StoredRecords(run.writer.requests_path, state.index, state.offset, run.writer.epoch_offset_ns)
     plan = plan_from_config(point.cfg)
     guarded = _GuardedDigest(run, point.name)  # what the checks, rules and cold start need, in the summary's pass
     bench = build_benchmark(point.name, plan.describe(), records, point.cfg.slos, also=guarded.add)
