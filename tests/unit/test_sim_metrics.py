@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+
+import pytest
 
 from tokspeed.sim.gate import FifoGate
 from tokspeed.sim.log import LogEntry
@@ -43,3 +46,23 @@ async def test_running_waiting_kv_and_counters() -> None:
     assert values["tokspeed_sim:prompt_tokens_total"] == 5300.0
     assert values["tokspeed_sim:generation_tokens_total"] == 100.0
     assert values["tokspeed_sim:requests_total"] == 2.0
+
+
+def test_observe_many_counts_as_observe_one_by_one_bucket_edges_included() -> None:
+    import random
+
+    import numpy as np
+
+    from tokspeed.sim.metrics import ITL_BUCKETS, Histogram
+
+    one, many = Histogram(ITL_BUCKETS), Histogram(ITL_BUCKETS)
+    rng = random.Random(1)
+    for _ in range(100):
+        ts = [0]
+        for _ in range(rng.randrange(0, 300)):  # on the edges (10 ms = le 0.01 exactly), zero gaps, anything
+            ts.append(ts[-1] + rng.choice([0, 10_000_000, 25_000_000, rng.randrange(1, 10**9)]))
+        for before, after in itertools.pairwise(ts):
+            one.observe((after - before) / 1e9)
+        many.observe_many(np.diff(np.asarray(ts, dtype=np.int64)) / 1e9)
+    assert many.counts == one.counts and many.count == one.count
+    assert many.sum == pytest.approx(one.sum, rel=1e-12)

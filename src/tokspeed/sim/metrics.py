@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
+import numpy as np
+
 from tokspeed.sim.gate import FifoGate
 from tokspeed.sim.log import LogEntry, SimStatus
 
@@ -47,6 +49,15 @@ class Histogram:
         self.counts[bisect_left(self.bounds, value)] += 1  # the first bucket with value <= le
         self.sum += value
         self.count += 1
+
+    def observe_many(self, values: np.ndarray) -> None:
+        """`observe` each value, vectorised (a request's hundreds of ITL gaps cost ~10 µs, not ~35)."""
+        if not values.size:
+            return
+        buckets = np.bincount(np.searchsorted(self.bounds, values, side="left"), minlength=len(self.counts))
+        self.counts = [c + int(n) for c, n in zip(self.counts, buckets.tolist(), strict=True)]
+        self.sum += float(values.sum())
+        self.count += int(values.size)
 
     def lines(self, full: str, labels: str, help_text: str) -> list[str]:
         out = [f"# HELP {full} {help_text}", f"# TYPE {full} histogram"]
@@ -90,8 +101,7 @@ class SimMetrics:
             self._finished_tokens += entry.completion_tokens
             if entry.chunk_ns:
                 self._ttft.observe((entry.chunk_ns[0] - entry.received_ns) / 1e9)
-                for before, after in zip(entry.chunk_ns, entry.chunk_ns[1:]):
-                    self._itl.observe((after - before) / 1e9)
+                self._itl.observe_many(np.diff(np.asarray(entry.chunk_ns, dtype=np.int64)) / 1e9)
                 if entry.status is SimStatus.OK and entry.end_ns is not None:
                     self._e2e.observe((entry.end_ns - entry.received_ns) / 1e9)
 
