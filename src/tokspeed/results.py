@@ -342,7 +342,7 @@ def load_run(directory: Path, with_records: bool = True) -> tuple[RunResult, lis
     run_file, req_file = directory / RUN_FILE, directory / REQUESTS_FILE
     if not with_records and run_file.exists() and (saved := load_run_file(run_file)).status != "running":
         return saved, []
-    records = read_records(req_file) if req_file.exists() else []
+    records = read_records(req_file, compact=True) if req_file.exists() else []
     if run_file.exists():
         result = load_run_file(run_file)
         if result.status == "running" and records:
