@@ -12,6 +12,7 @@ for a multi-turn caller, and the error text redacted then cut. A subclass says h
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, Generic, TypedDict, TypeVar
 
 import aiohttp
@@ -56,7 +57,7 @@ class HTTPSettings(TypedDict, total=False):
     keep_text_for: int
 
 
-class PooledHTTPBackend(Generic[R]):
+class PooledHTTPBackend(ABC, Generic[R]):
     """Settings, session, pool and the request loop of an HTTP backend; subclasses fill in the protocol.
 
     `R` is the backend's response sink.
@@ -107,8 +108,9 @@ class PooledHTTPBackend(Generic[R]):
         except TargetError as exc:
             raise redacted(exc, self._redact) from None
 
+    @abstractmethod
     async def _start(self) -> TargetInfo:
-        raise NotImplementedError
+        ...
 
     def _open_session(self) -> aiohttp.ClientSession:
         """The aiohttp session for discovery and the probe (requests go through the pool)."""
@@ -131,9 +133,10 @@ class PooledHTTPBackend(Generic[R]):
             self._session = None
 
     # requests ---------------------------------------------------------------
+    @abstractmethod
     def _body(self, spec: RequestSpec) -> dict[str, Any]:
         """The JSON request body for `spec`."""
-        raise NotImplementedError
+        ...
 
     def _asked_tokens(self, spec: RequestSpec) -> int | None:
         """The output tokens the request asks for (`record.max_tokens`)."""
@@ -145,9 +148,10 @@ class PooledHTTPBackend(Generic[R]):
         keep_text = record.index < self._keep_text_for or self._counter is not None or spec.keep_text
         return request_bytes(self._head, orjson.dumps(self._body(spec))), keep_text
 
+    @abstractmethod
     def response(self, record: RequestRecord, keep_text: bool) -> R:
         """A fresh sink for one attempt at `record`."""
-        raise NotImplementedError
+        ...
 
     def settle(self, response: R) -> None:
         """After an exchange that ended (ids already cleaned): judge the response; when it ended well, count."""
@@ -155,9 +159,10 @@ class PooledHTTPBackend(Generic[R]):
         if response.record.status is Status.OK:
             self._count_tokens(response)
 
+    @abstractmethod
     def _count_tokens(self, response: R) -> None:
         """Per request that ended well: token counts and their sources, sample text, what else the server said."""
-        raise NotImplementedError
+        ...
 
     def redact_error(self, record: RequestRecord) -> None:
         """The record's error text, redacted of this target's secrets, then cut."""

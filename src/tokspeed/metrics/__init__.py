@@ -30,6 +30,7 @@ from tokspeed.metrics.request import (
     ttft_ns,
     was_sent,
 )
+from tokspeed.metrics.schedule import gap_stats
 from tokspeed.metrics.schema import (
     Goodput,
     RequestCounts,
@@ -39,10 +40,9 @@ from tokspeed.metrics.schema import (
     Throughput,
     TokenTotals,
 )
-from tokspeed.metrics.schedule import gap_stats, schedule_summary
 from tokspeed.metrics.slo import SLO, parse_slo
 from tokspeed.metrics.stats import STAT_NAMES, Distribution, distribution
-from tokspeed.metrics.summary import summarize, summarize_by_iteration, window_s
+from tokspeed.metrics.summary import summarize, summarize_by_iteration
 
 __all__ = [
     "AcrossIterations",
@@ -73,7 +73,6 @@ __all__ = [
     "max_itl_ns",
     "metric_across",
     "parse_slo",
-    "schedule_summary",
     "summarize",
     "summarize_by_iteration",
     "t_critical_95",
@@ -82,5 +81,4 @@ __all__ = [
     "ttft_from_scheduled_ns",
     "ttft_ns",
     "was_sent",
-    "window_s",
 ]

@@ -47,14 +47,6 @@ def meets(slo: SLO, values: np.ndarray) -> np.ndarray:
     return passed
 
 
-def goodput(
-    values: Mapping[str, np.ndarray], slos: Sequence[SLO], completed: int, window_s: float | None
-) -> Goodput | None:
-    """Goodput under the per-request thresholds of `slos`; None when there are none."""
-    thresholds = implied_thresholds(slos)
-    return goodput_of(good_count(values, thresholds, completed), thresholds, completed, window_s) if thresholds else None
-
-
 def good_count(values: Mapping[str, np.ndarray], thresholds: Sequence[SLO], completed: int) -> int:
     """How many of the `completed` requests (one entry each in every array) meet every threshold."""
     good_mask = np.ones(completed, dtype=bool)
@@ -78,18 +70,10 @@ def met_counts(slos: Sequence[SLO], values: Mapping[str, np.ndarray]) -> dict[st
     return {str(s): int(meets(s, values[s.metric]).sum()) for s in slos if s.kind == "per_request"}
 
 
-def judge(
-    slos: Sequence[SLO], flat: Mapping[str, float | None], values: Mapping[str, np.ndarray]
-) -> list[SLOResult]:
-    """One verdict per SLO, in the order given."""
-    completed = next((v.size for v in values.values()), 0)
-    return judge_counts(slos, flat, met_counts(slos, values), completed)
-
-
 def judge_counts(
     slos: Sequence[SLO], flat: Mapping[str, float | None], met: Mapping[str, int], completed: int
 ) -> list[SLOResult]:
-    """`judge` from the counts of requests meeting each per-request SLO (`met_counts`) out of `completed`."""
+    """One verdict per SLO, in the order given, from the counts of requests meeting each per-request SLO (`met_counts`) out of `completed`."""
     return [_judge_one(slo, flat, met, completed) for slo in slos]
 
 

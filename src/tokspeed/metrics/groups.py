@@ -44,29 +44,45 @@ class GroupResult(BaseModel):
 
 def add_groups(bench: Benchmark, timeline: Timeline, records: Iterable[RequestRecord], cfg: RunConfig) -> None:
     """Fill `bench.stages`, `bench.classes` and `bench.classes_goodput` from the labelled records (one pass)."""
-    stages = {w.name: SummaryBuilder(cfg.slos, _target(w)) for w in timeline.windows}
-    classes = (
-        {c.name: SummaryBuilder([parse_slo(s) for s in c.slo], c.rate) for c in cfg.classes}
-        if timeline.classes and cfg.classes
-        else {}
-    )
+    groups = GroupSummaries(timeline, cfg)
     for r in records:
+        groups.add(r)
+    groups.fill(bench)
+
+
+class GroupSummaries:
+    """A summary per stage and per class of a scheduled point, fed one record at a time (e.g. in the point's pass)."""
+
+    def __init__(self, timeline: Timeline, cfg: RunConfig) -> None:
+        self._timeline, self._cfg = timeline, cfg
+        self._stages = {w.name: SummaryBuilder(cfg.slos, _target(w)) for w in timeline.windows}
+        self._classes = (
+            {c.name: SummaryBuilder([parse_slo(s) for s in c.slo], c.rate) for c in cfg.classes}
+            if timeline.classes and cfg.classes
+            else {}
+        )
+
+    def add(self, r: RequestRecord) -> None:
         if r.warmup:
-            continue
-        if (stage := stages.get(r.stage or "")) is not None:
+            return
+        if (stage := self._stages.get(r.stage or "")) is not None:
             stage.add(r)
-        if (group := classes.get(r.workload_class or "")) is not None:
+        if (group := self._classes.get(r.workload_class or "")) is not None:
             group.add(r)
-    if timeline.windows:
-        bench.stages = {w.name: GroupResult(profile=w.describe(), summary=stages[w.name].summary()) for w in timeline.windows}
-    if classes:
-        bench.classes = {
-            c.name: GroupResult(
-                profile={"rate": c.rate, "arrival": c.arrival, "slo": list(c.slo)}, summary=classes[c.name].summary()
-            )
-            for c in cfg.classes or ()
-        }
-        bench.classes_goodput = together(bench.classes, bench.summary.window_s)
+
+    def fill(self, bench: Benchmark) -> None:
+        """Set `bench.stages`, `bench.classes` and `bench.classes_goodput` (after `bench.summary` exists)."""
+        windows, classes = self._timeline.windows, self._classes
+        if windows:
+            bench.stages = {w.name: GroupResult(profile=w.describe(), summary=self._stages[w.name].summary()) for w in windows}
+        if classes:
+            bench.classes = {
+                c.name: GroupResult(
+                    profile={"rate": c.rate, "arrival": c.arrival, "slo": list(c.slo)}, summary=classes[c.name].summary()
+                )
+                for c in self._cfg.classes or ()
+            }
+            bench.classes_goodput = together(bench.classes, bench.summary.window_s)
 
 
 def _target(w: Window) -> float | None:

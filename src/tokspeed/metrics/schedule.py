@@ -21,19 +21,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from tokspeed.metrics.request import was_sent
 from tokspeed.metrics.schema import Schedule
-from tokspeed.records import RequestRecord
 
 NS_PER_S = 1_000_000_000
-
-
-def schedule_summary(records: Sequence[RequestRecord], target_rate: float) -> Schedule:
-    """The Schedule of an open-loop point asked to run at `target_rate` req/s (warm-up left out)."""
-    measured = [r for r in records if not r.warmup]
-    scheduled = _by_iteration((r.iteration, r.scheduled_ns) for r in measured)
-    sent = _by_iteration((r.iteration, r.sent_ns) for r in measured if was_sent(r))
-    return schedule_of(target_rate, scheduled, sent)
 
 
 def schedule_of(target_rate: float, scheduled: Iterable[Sequence[int]], sent: Iterable[Sequence[int]]) -> Schedule:
@@ -65,10 +55,3 @@ def gap_stats(groups: Iterable[Sequence[int]]) -> tuple[float | None, float | No
     mean = total / gaps.size
     stdev = float(gaps.std(ddof=1)) if gaps.size > 1 else 0.0
     return gaps.size * NS_PER_S / total, stdev / mean
-
-
-def _by_iteration(pairs: Iterable[tuple[int, int]]) -> list[list[int]]:
-    groups: dict[int, list[int]] = {}
-    for iteration, t in pairs:
-        groups.setdefault(iteration, []).append(t)
-    return [groups[i] for i in sorted(groups)]

@@ -221,7 +221,10 @@ class SummaryBuilder:
         self._met.update(met_counts(self._slos, slo_values))
 
     def _window_s(self) -> float | None:
-        """See `window_s`."""
+        """First sent_ns to last end_ns of the completed or errored requests: (max end − min sent) / 10^9.
+
+        None when no such request has an end.
+        """
         if self._last_end is None or self._first_sent is None:
             return None
         return (self._last_end - self._first_sent) / NS_PER_S
@@ -270,29 +273,11 @@ def summarize_by_iteration(
     return {i: builders[i].summary() for i in sorted(builders)}
 
 
-def window_s(records: Iterable[RequestRecord]) -> float | None:
-    """Measurement window: first sent_ns to last end_ns of completed or errored requests.
-
-    Formula: (max end_ns − min sent_ns) / 10^9; None when no such request has an end.
-    """
-    finished = [r for r in records if r.status is not Status.INCOMPLETE and not r.warmup]
-    ends = [r.end_ns for r in finished if r.end_ns is not None]
-    if not ends:
-        return None
-    return (max(ends) - min(r.sent_ns for r in finished)) / NS_PER_S
-
-
 def error_key(r: RequestRecord) -> str:
     """The key an errored request is counted under: `http_503`, `timeout`, ... (`other`)."""
     if r.http_status is not None and r.error_kind in (None, ErrorKind.HTTP):
         return f"http_{r.http_status}"
     return r.error_kind.value if r.error_kind is not None else "other"
-
-
-def error_counts(failed: Iterable[RequestRecord]) -> dict[str, int]:
-    """Errored requests per `error_key`, keys sorted."""
-    counts = Counter(error_key(r) for r in failed)
-    return dict(sorted(counts.items()))
 
 
 @dataclass(frozen=True, slots=True)

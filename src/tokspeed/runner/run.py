@@ -36,10 +36,10 @@ from tokspeed.records import RequestRecord
 from tokspeed.results import (
     REQUESTS_FILE,
     Benchmark,
-    StoredRecords,
     ResultsWriter,
     RunResult,
     Sample,
+    StoredRecords,
     build_benchmark,
     now_iso,
     read_records,
@@ -360,11 +360,20 @@ def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark
     records = StoredRecords(run.writer.requests_path, state.index, state.offset, run.writer.epoch_offset_ns)
     plan = plan_from_config(point.cfg)
     guarded = _GuardedDigest(run, point.name)  # what the checks, rules and cold start need, in the summary's pass
-    bench = build_benchmark(point.name, plan.describe(), records, point.cfg.slos, also=guarded.add)
-    if plan.timeline is not None:  # per stage and per class summaries
-        from tokspeed.metrics.groups import add_groups
+    also = guarded.add
+    groups = None
+    if plan.timeline is not None:  # per stage and per class summaries, in the same pass
+        from tokspeed.metrics.groups import GroupSummaries
 
-        add_groups(bench, plan.timeline, records, point.cfg)
+        groups = GroupSummaries(plan.timeline, point.cfg)
+
+        def also(r: RequestRecord) -> None:
+            guarded.add(r)
+            groups.add(r)
+
+    bench = build_benchmark(point.name, plan.describe(), records, point.cfg.slos, also=also)
+    if groups is not None:
+        groups.fill(bench)
     digest = guarded.digest
     if digest is not None:
         add_cold_start(state.served, digest.cold, state.began_ns)  # in-process targets: load vs first vs warm request

@@ -19,6 +19,7 @@ on these routes.
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any
@@ -62,24 +63,27 @@ class Done:
     total_ns: int = 0
 
 
-class Wire:
+class Wire(ABC):
     """One protocol's bytes; subclasses override what differs."""
 
     name = ""
     content_type = "text/event-stream"
     checks_model = False
 
+    @abstractmethod
     def ask(self, body: dict[str, Any]) -> Ask:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def token(self, text: str, count: int, last: bool, done: Done) -> bytes:
-        raise NotImplementedError
+        ...
 
     def final(self, done: Done) -> bytes:
         return b""
 
+    @abstractmethod
     def whole(self, text: str, done: Done) -> bytes:
-        raise NotImplementedError
+        ...
 
     def error(self, message: str) -> bytes:
         return orjson.dumps({"error": message})
