@@ -31,7 +31,12 @@ SUMMARY_NOTICE_REQUESTS = 10_000
 
 
 class Progress:
-    """Counters for the phase in progress; also the Observer the runner calls."""
+    """Counters for the phase in progress; also the Observer the runner calls.
+
+    What it echoes (the plain console's log) is never wrapped: a line broken at
+    the console's width breaks a grep of the log, at a place that moves with the
+    length of a path.
+    """
 
     def __init__(self, echo: RichConsole | None) -> None:
         self.echo = echo
@@ -52,11 +57,11 @@ class Progress:
         if self.echo is not None:
             notes = "".join(f"\n  note: {n}" for n in info.notes)
             where = info.url or "in-process"
-            self.echo.print(f"Target ready: model {info.model} at {where}{notes}", highlight=False)
+            self.echo.print(f"Target ready: model {info.model} at {where}{notes}", highlight=False, soft_wrap=True)
             if isinstance(cold := info.extra.get("cold_start"), dict):
                 from tokspeed.reports.cold_start_text import start_line
 
-                self.echo.print(start_line(cold), highlight=False)
+                self.echo.print(start_line(cold), highlight=False, soft_wrap=True)
 
     def phase_started(self, label: str, phase: Phase) -> None:
         self.label, self.phase = label, phase
@@ -80,7 +85,7 @@ class Progress:
 
     def phase_finished(self, phase: Phase) -> None:
         if self.echo is not None:
-            self.echo.print(self.line(), highlight=False)
+            self.echo.print(self.line(), highlight=False, soft_wrap=True)
 
     def summarising(self, label: str, requests: int) -> None:
         """A point's load is over and its summary is being built: said when that takes a while."""
@@ -88,7 +93,7 @@ class Progress:
             return
         self.status = f"summarising {requests:,} requests"
         if self.echo is not None:
-            self.echo.print(f"{label}: summarising {requests:,} requests…", highlight=False)
+            self.echo.print(f"{label}: summarising {requests:,} requests…", highlight=False, soft_wrap=True)
 
     # view -------------------------------------------------------------------
     def line(self) -> str:
@@ -124,7 +129,7 @@ class Console:
 
     def starting(self, cfg: RunConfig, out_dir: Path) -> None:
         if not self.quiet:
-            self.out.print(f"tokspeed: benchmarking {cfg.target} · results in {out_dir}")
+            self.out.print(f"tokspeed: benchmarking {cfg.target} · results in {out_dir}", soft_wrap=self.plain)
 
     @contextmanager
     def live(self, cfg: RunConfig) -> Iterator[Progress]:
