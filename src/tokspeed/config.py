@@ -6,6 +6,8 @@ It is saved in `run.json` with secrets removed (`redacted_dump`).
 
 from __future__ import annotations
 
+import math
+
 import re
 from enum import Enum
 from pathlib import Path
@@ -129,7 +131,8 @@ class RunConfig(BaseModel):
     arrival: Arrival = Arrival.POISSON
     burstiness: float = Field(1.0, gt=0, description="gamma shape; 1 = Poisson, <1 burstier")
     exact_rate: bool = Field(
-        False, description="rescale drawn poisson/gamma gaps so the schedule offers exactly the rate asked"
+        True, description="rescale drawn poisson/gamma gaps so the schedule offers exactly the rate asked; "
+        "false uses the raw draws (--raw-arrivals)"
     )
     max_concurrency: int | None = Field(None, ge=1, description="cap on in-flight requests for --rate")
     client_workers: int | Literal["auto"] = Field(
@@ -140,6 +143,9 @@ class RunConfig(BaseModel):
     requests: int | None = Field(None, ge=1)
     duration_s: float | None = Field(None, gt=0)
     warmup: int | None = Field(None, ge=0, description="warm-up requests; default one per stream")
+    warmup_s: float | None = Field(
+        None, gt=0, description="warm-up held at the load for this long before the measured requests (instead of warm-up requests)"
+    )
     iterations: int = Field(1, ge=1)
 
     # judging and output
@@ -256,6 +262,8 @@ class RunConfig(BaseModel):
     def _check_profile(self) -> RunConfig:
         if self.profile == "concurrency" and self.concurrency is None:
             raise ValueError("profile 'concurrency' needs concurrency: N")
+        if self.profile == "rate" and self.rate is not None and math.isinf(self.rate) and self.measured_requests is None:
+            raise ValueError("--rate inf sends a request count at once, not a duration: give --requests N (and --max-concurrency to cap them)")
         if self.profile == "rate" and self.rate is None:
             raise ValueError("profile 'rate' needs rate: R")
         if self.ttft_timeout_s is not None and not self.stream:
@@ -317,10 +325,15 @@ class RunConfig(BaseModel):
             return self.concurrency or 1
         if self.max_concurrency:
             return self.max_concurrency
+        if self.rate is not None and math.isinf(self.rate):  # --rate inf: every request at once
+            return max(1, min(1024, self.measured_requests or 1024))
         return max(1, min(1024, int((self.rate or 1) * 10)))
 
     @property
     def warmup_requests(self) -> int:
+        """Warm-up requests run (and drained) before the load; none when the warm-up is held at the load."""
+        if self.warmup_s is not None:
+            return 0
         if self.warmup is not None:
             return self.warmup
         if self.scheduled is not None:  # a trace, stages or classes: no warm-up unless asked for
@@ -347,6 +360,8 @@ class RunConfig(BaseModel):
     def redacted_dump(self) -> dict[str, Any]:
         """The config as saved in run.json: no API key, secret headers masked."""
         d = self.model_dump(mode="json", exclude={"api_key"})
+        if self.rate is not None and math.isinf(self.rate):  # JSON has no infinity; "inf" validates back
+            d["rate"] = "inf"
         d["api_key_set"] = self.api_key is not None
         d["headers"] = {
             k: ("***" if k.lower() in SECRET_HEADERS else v) for k, v in self.headers.items()

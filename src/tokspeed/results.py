@@ -104,14 +104,19 @@ class CapacityProbe(BaseModel):
     passed: bool
     reason: str = ""
     benchmark: int = Field(description="index of this probe in `benchmarks`")
+    offered_requests_per_s: float | None = Field(None, description="arrivals per second in its steady window (what was sent)")
+    sustained_requests_per_s: float | None = Field(None, description="completions per second in that window")
 
 
 class CapacityResult(BaseModel):
     """The highest load at which every SLO held (the seed's 'QPS under a latency budget')."""
 
     by: Literal["rate", "concurrency"]
-    requests_per_s: float | None = Field(description="capacity in completed requests per second")
-    value: float | None = Field(description="the highest passing offered rate or concurrency")
+    requests_per_s: float | None = Field(
+        description="capacity in requests per second at steady state: the best passing probe's offered rate "
+        "(what it really sent) or what the server completed there, whichever is lower"
+    )
+    value: float | None = Field(description="the highest passing probed rate or concurrency (the knob)")
     low: float | None
     high: float | None = Field(description="lowest failing value: the capacity lies in [low, high)")
     uncertainty: float | None = Field(description="(high - low) / 2, in the unit of `value`")
@@ -119,6 +124,17 @@ class CapacityResult(BaseModel):
     slos: list[str]
     goodput_requests_per_s: float | None = None
     probes: list[CapacityProbe] = Field(default_factory=list)
+    interval_requests_per_s: list[float | None] | None = Field(
+        None, description="[low, high] req/s the capacity lies in: the bracketing probes, widened to the next probe "
+        "where a probe's SLO figure is within its own 95% percentile interval of the limit"
+    )
+    stopped_by: str = Field("bracket", description="why the search ended: " + ", ".join(
+        ["bracket (narrowed to precision)", "max_value (held up to --max-rate)", "client (the client could not send faster)",
+         "probes (--max-probes)", "floor (nothing passed down to the lowest rate)", "baseline (one request at a time misses the SLOs)",
+         "budget (--max-time)", "interrupted"]))
+    finding: str = Field("", description="the search's outcome in one sentence")
+    requests_spent: int = 0
+    seconds_spent: float = 0.0
 
 
 class RunResult(BaseModel):

@@ -1,4 +1,4 @@
-"""Open-loop arrival schedules: gaps as drawn (or rescaled with exact_rate), seeded, the right distributions."""
+"""Open-loop arrival schedules: rescaled to the asked rate by default (raw draws opt-in), seeded, the right distributions."""
 
 from __future__ import annotations
 
@@ -32,9 +32,28 @@ def test_constant_gaps_have_no_spread_and_the_exact_rate() -> None:
         assert cv is not None and cv < 1e-6  # only the rounding to whole nanoseconds
 
 
-def test_poisson_gaps_are_used_as_drawn_by_default() -> None:
-    """No rescaling: the schedule is the cumulative sum of the seeded exponential draws."""
-    off = arrival_offsets_ns(10.0, "poisson", 1.0, 401, None, seed=3)
+def test_default_poisson_schedule_offers_the_rate_asked() -> None:
+    """Seed 0 at 100 requests drew 0.84x its label before rescaling became the default (vLLM's and evalscope's way)."""
+    for seed in (0, 1, 2, 3):
+        off = arrival_offsets_ns(8.0, "poisson", 1.0, 100, None, seed=seed)
+        assert gap_stats([off])[0] == pytest.approx(8.0, rel=1e-9)
+    raw = arrival_offsets_ns(8.0, "poisson", 1.0, 100, None, seed=0, exact_rate=False)
+    assert gap_stats([raw])[0] < 0.9 * 8.0  # what the default used to offer
+    assert LoadPlan(kind="rate", rate=8.0).exact_rate
+
+
+def test_rate_inf_sends_every_request_at_once() -> None:
+    assert arrival_offsets_ns(math.inf, "poisson", 1.0, 5, None, seed=0).tolist() == [0] * 5
+    with pytest.raises(ValueError, match="needs --requests"):
+        arrival_offsets_ns(math.inf, "poisson", 1.0, None, 10.0, seed=0)
+    plan = LoadPlan(kind="rate", rate=math.inf, workers=4)
+    assert plan.label() == "all at once, max 4 in flight"
+    assert plan.describe() == {"kind": "rate", "rate": None, "all_at_once": True, "max_concurrency": 4}
+
+
+def test_raw_poisson_gaps_are_used_as_drawn() -> None:
+    """--raw-arrivals: the schedule is the cumulative sum of the seeded exponential draws."""
+    off = arrival_offsets_ns(10.0, "poisson", 1.0, 401, None, seed=3, exact_rate=False)
     drawn = np.random.default_rng(3).exponential(1 / 10.0, 400)
     assert len(off) == 401 and off[0] == 0
     assert off[1:].tolist() == np.round(np.cumsum(drawn) * NS).astype(np.int64).tolist()
@@ -44,7 +63,7 @@ def test_poisson_gaps_are_used_as_drawn_by_default() -> None:
 
 
 def test_exact_rate_rescales_the_drawn_schedule_to_n_over_rate() -> None:
-    drawn = arrival_offsets_ns(10.0, "poisson", 1.0, 401, None, seed=3)
+    drawn = arrival_offsets_ns(10.0, "poisson", 1.0, 401, None, seed=3, exact_rate=False)
     exact = arrival_offsets_ns(10.0, "poisson", 1.0, 401, None, seed=3, exact_rate=True)
     assert len(exact) == 401 and exact[0] == 0
     assert exact[-1] == pytest.approx(40 * NS, abs=10)  # 401 arrivals in 401/10 s: the last at 400/10
@@ -110,8 +129,10 @@ def test_closed_loop_plans_have_no_arrivals() -> None:
     assert LoadPlan(kind="rate", rate=2, workers=3).describe()["max_concurrency"] == 3
 
 
-def test_plan_passes_exact_rate_on_and_says_so() -> None:
+def test_plan_passes_exact_rate_on_and_labels_raw_draws() -> None:
     plan = LoadPlan(kind="rate", rate=10.0, arrival="poisson", exact_rate=True)
     assert plan.arrivals_ns(401, None, 3)[-1] == pytest.approx(40 * NS, abs=10)
-    assert plan.describe()["exact_rate"] is True and "exact rate" in plan.label()
-    assert "exact_rate" not in LoadPlan(kind="rate", rate=10.0).describe()  # as profiles saved before it
+    assert plan.describe()["exact_rate"] is True and plan.label() == "rate 10/s poisson"
+    raw = LoadPlan(kind="rate", rate=10.0, exact_rate=False)
+    assert raw.describe()["exact_rate"] is False and "raw draws" in raw.label()
+    assert "exact_rate" not in LoadPlan(kind="rate", rate=10.0, arrival="constant").describe()

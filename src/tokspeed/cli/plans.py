@@ -18,7 +18,7 @@ from tokspeed.load.capacity import Search, capacity_search
 from tokspeed.load.sweep import auto_sweep, is_list, list_sweep, parse_values
 from tokspeed.results import SweepInfo
 from tokspeed.runner.run import PointSource
-from tokspeed.runner.sweep import Build, capacity_points, sweep_points
+from tokspeed.runner.sweep import Build, ProbeSettings, capacity_points, sweep_points
 
 _FLAGS = {"concurrency": "--concurrency", "rate": "--rate", "input_tokens": "--input-tokens", "output_tokens": "--max-tokens"}
 
@@ -107,12 +107,14 @@ class CapacityPlan:
     precision: float
     start: float | None
     max_probes: int
+    settings: ProbeSettings = ProbeSettings()
 
     def points(self, cfg: RunConfig, build: Build) -> PointSource:
-        def search(start: float) -> Search:
-            return capacity_search(start, self.precision, self.max_probes, integer=self.by == "concurrency")
+        def search(start: float, floor: float | None) -> Search:
+            return capacity_search(start, self.precision, self.max_probes, integer=self.by == "concurrency",
+                                   max_value=self.settings.max_value, floor=floor)
 
-        return capacity_points(cfg, self.by, search, self.start, build)
+        return capacity_points(cfg, self.by, search, self.start, build, self.settings)
 
 
 @dataclass(frozen=True)

@@ -79,12 +79,12 @@ def run(
     rate: Annotated[str | None, _opt("--rate", "-r", help="Open loop: R requests per second on a precomputed schedule. A list (1,2,4) sweeps it.", panel=LOAD)] = None,
     arrival: Annotated[Arrival | None, _opt("--arrival", help="Open-loop arrivals: constant, poisson or gamma. [default: poisson]", panel=LOAD)] = None,
     burstiness: Annotated[float | None, _opt("--burstiness", help="Gamma shape for --arrival gamma: 1 = Poisson, <1 burstier. [default: 1]", panel=LOAD)] = None,
-    exact_rate: Annotated[bool, _opt("--exact-rate", help="Rescale the drawn poisson/gamma gaps so N requests take exactly N/rate seconds. [default: gaps as drawn; the offered rate is reported]", panel=LOAD)] = False,
+    exact_rate: Annotated[bool | None, _opt("--exact-rate/--raw-arrivals", help="Rescale the drawn poisson/gamma gaps so N requests take exactly N/rate seconds (as vLLM's client does), or use the raw draws (the offered rate is then a few percent off, and reported). [default: --exact-rate]", panel=LOAD)] = None,
     max_concurrency: Annotated[int | None, _opt("--max-concurrency", help="Cap in-flight requests for --rate (waits count as lateness).", panel=LOAD, min=1)] = None,
     workers: Annotated[str | None, _opt("--workers", help="Client processes that share the streams' HTTP and SSE work, for loads one Python process cannot drive: N, or auto (one per 256 streams, at most cores - 1). HTTP targets only. [default: 1]", panel=LOAD)] = None,
     requests: Annotated[int | None, _opt("--requests", "-n", help="Measured requests per iteration. [default: 100, or unlimited with --duration]", panel=LOAD, min=1)] = None,
     duration: Annotated[str | None, _opt("--duration", help="Stop starting requests after this long per iteration (30s, 5m).", panel=LOAD)] = None,
-    warmup: Annotated[int | None, _opt("--warmup", help="Warm-up requests before measuring, excluded from statistics. [default: one per stream, at most 256]", panel=LOAD, min=0)] = None,
+    warmup: Annotated[str | None, _opt("--warmup", help="Warm-up before measuring, excluded from statistics: N requests (run, then drained), or a duration such as 10s for which the same load runs before the measured requests follow without a pause (the server is then in its steady state when measuring starts). [default: one request per stream, at most 256; capacity probes hold their rate 3s]", panel=LOAD)] = None,
     max_error_rate: Annotated[float | None, _opt("--max-error-rate", help="Stop the run (exit 1) once more than this fraction of measured requests failed, judged from the 20th on, e.g. 0.05. [default: off]", panel=LOAD)] = None,
     iterations: Annotated[int | None, _opt("--iterations", "-i", help="Repeat the measurement K times (after one warm-up) and report spread. [default: 1]", panel=LOAD, min=1)] = None,
     slo: Annotated[list[str] | None, _opt("--slo", help="Objective, repeatable: 'ttft_p99_ms<=500' (percentile) or 'tpot_ms<=50' (per request; goodput).", panel=OUT)] = None,
@@ -140,8 +140,8 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
               temperature: float | None, top_p: float | None, stop: list[str] | None, dataset: str | None,
               input_tokens: str | None, tokenizer: str | None, seed: int | None, images: int | None,
               image_size: str | None, synchronous: bool,
-              concurrency: str | None, rate: str | None, arrival: Any, burstiness: float | None, exact_rate: bool,
-              max_concurrency: int | None, workers: str | None, requests: int | None, duration: str | None, warmup: int | None,
+              concurrency: str | None, rate: str | None, arrival: Any, burstiness: float | None, exact_rate: bool | None,
+              max_concurrency: int | None, workers: str | None, requests: int | None, duration: str | None, warmup: str | None,
               max_error_rate: float | None, iterations: int | None, slo: list[str] | None, out: Path | None,
               overwrite: bool, scenario: Path | None, quiet: bool, plain: bool, html: Path | None,
               server_metrics: str | None, telemetry_interval: str | None, no_telemetry: bool,
@@ -194,12 +194,12 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         "rate": rate_r,
         "arrival": arrival,
         "burstiness": burstiness,
-        "exact_rate": True if exact_rate else None,
+        "exact_rate": exact_rate,
         "max_concurrency": max_concurrency,
         "client_workers": workers,
         "requests": requests,
         "duration_s": parse_duration(duration) if duration else None,
-        "warmup": warmup,
+        **warmup_fields(warmup),
         "iterations": iterations,
         "max_error_rate": max_error_rate,
         "slo": slo or None,
@@ -334,6 +334,19 @@ def _run_async(coro: Any) -> Any:
         return uvloop.run(main())
     except ImportError:
         return asyncio.run(main())
+
+
+def warmup_fields(text: str | None) -> dict[str, Any]:
+    """`--warmup 16` (requests) or `--warmup 10s` (held at the load) -> the config fields it sets."""
+    if text is None:
+        return {}
+    raw = text.strip()
+    if raw.isdigit():
+        return {"warmup": int(raw)}
+    seconds = parse_duration(raw)
+    if seconds <= 0:
+        raise ConfigError(f"--warmup {text!r}: a duration must be positive", hint="--warmup 0 runs no warm-up")
+    return {"warmup_s": seconds}
 
 
 def _profile(synchronous: bool, concurrency: int | None, rate: float | None, cap: int | None) -> str | None:

@@ -75,7 +75,8 @@ def http_backend(cfg: RunConfig, pool_size: int, prewarm: int | None = None) -> 
     assert cfg.target is not None
     if prewarm is None:
         open_ended = cfg.profile == "rate" and not cfg.max_concurrency  # its pool size is only a guess
-        prewarm = min(pool_size, max(1, math.ceil(cfg.rate or 1))) if open_ended else pool_size
+        second = pool_size if cfg.rate is None or math.isinf(cfg.rate) else max(1, math.ceil(cfg.rate))
+        prewarm = min(pool_size, second) if open_ended else pool_size
     protocol = native_protocol(cfg.api.value)  # --api tgi|triton|ollama|ollama-chat|llamacpp|sglang
     if protocol is not None:
         return NativeHTTPBackend(

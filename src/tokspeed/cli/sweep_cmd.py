@@ -13,7 +13,9 @@ import typer
 
 from tokspeed.cli.plans import CapacityPlan, Mode
 from tokspeed.cli.run_cmd import dispatch, run
+from tokspeed.config import parse_duration
 from tokspeed.errors import ConfigError
+from tokspeed.runner.sweep import ProbeSettings
 
 PANEL = "Sweep and capacity"
 
@@ -38,9 +40,14 @@ CAPACITY_HELP = """Find the highest load at which every SLO holds (QPS under a l
 
   tokspeed capacity --target URL --slo 'ttft_p99_ms<=500' --slo 'itl_p99_ms<=50'
 
-Brackets by doubling, bisects to --precision, and re-measures the best passing load so noise
-cannot fake a pass. A load the server cannot keep up with (achieved rate under 90% of offered)
-counts as a failure. Exit 0 when a capacity was found, 3 when no probed load met the SLOs.
+Measures one request at a time (if that misses an SLO, the search ends there), then brackets by
+doubling, bisects to --precision, and re-measures the best passing load so noise cannot fake a
+pass. Each probe holds its rate (--probe-warmup, then a --probe-duration window judged at steady
+state; each with its own arrival seed): a load the server does not keep up with (completions
+short of arrivals in that window) fails whatever its percentiles say. The capacity printed is
+what the best passing probe really sent, in req/s, with an interval. Bounded by --max-probes,
+--max-time and --max-rate; Ctrl-C keeps the probes and the bracket so far. Exit 0 when a
+capacity was found, 3 when no probed load met the SLOs.
 """
 
 AUTO = inspect.Parameter(
@@ -62,6 +69,24 @@ START = inspect.Parameter(
 MAX_PROBES = inspect.Parameter(
     "max_probes", inspect.Parameter.KEYWORD_ONLY, default=20,
     annotation=Annotated[int, typer.Option("--max-probes", help="Give up after this many probes. [default: 20]", rich_help_panel=PANEL, min=2)],
+)
+
+
+PROBE_DURATION = inspect.Parameter(
+    "probe_duration", inspect.Parameter.KEYWORD_ONLY, default=None,
+    annotation=Annotated[Optional[str], typer.Option("--probe-duration", help="Measured window of each probe (10s, 1m); --duration means the same. A rate probe lasts at least --requests arrivals (by default 200, at most 60 s). [default: 10s]", rich_help_panel=PANEL)],
+)
+PROBE_WARMUP = inspect.Parameter(
+    "probe_warmup", inspect.Parameter.KEYWORD_ONLY, default=None,
+    annotation=Annotated[Optional[str], typer.Option("--probe-warmup", help="How long each probe holds its load before its window (0 for none); --warmup 5s means the same. [default: 3s]", rich_help_panel=PANEL)],
+)
+MAX_TIME = inspect.Parameter(
+    "max_time", inspect.Parameter.KEYWORD_ONLY, default="30m",
+    annotation=Annotated[str, typer.Option("--max-time", help="Stop the search (with the bracket so far) before a probe would end past this. [default: 30m]", rich_help_panel=PANEL)],
+)
+MAX_RATE = inspect.Parameter(
+    "max_rate", inspect.Parameter.KEYWORD_ONLY, default=None,
+    annotation=Annotated[Optional[float], typer.Option("--max-rate", help="Never probe above this rate (or concurrency): a pass there ends the search with 'the SLOs held up to' it. [default: none; the client's own limit ends it]", rich_help_panel=PANEL, min=0)],
 )
 
 
@@ -91,11 +116,32 @@ def _sweep(flags: dict[str, Any], *, auto: bool) -> int:
     return dispatch(flags, Mode(command="sweep", auto=auto))
 
 
-def _capacity(flags: dict[str, Any], *, by: str, precision: str, start: float | None, max_probes: int) -> int:
+def _capacity(flags: dict[str, Any], *, by: str, precision: str, start: float | None, max_probes: int,
+              probe_duration: str | None, probe_warmup: str | None, max_time: str, max_rate: float | None) -> int:
     if by not in ("rate", "concurrency"):
         raise ConfigError(f"--by {by!r}: search by rate or concurrency")
-    plan = CapacityPlan(by=by_value(by), precision=parse_precision(precision), start=start, max_probes=max_probes)
+    settings = probe_settings(flags, probe_duration, probe_warmup, max_time, max_rate, parse_precision(precision))
+    plan = CapacityPlan(by=by_value(by), precision=settings.precision, start=start, max_probes=max_probes,
+                        settings=settings)
     return dispatch(flags, Mode(command="capacity", capacity=plan))
+
+
+def probe_settings(flags: dict[str, Any], probe_duration: str | None, probe_warmup: str | None, max_time: str,
+                   max_rate: float | None, precision: float) -> ProbeSettings:
+    """How each probe holds its load, from the capacity flags and run's --duration, --requests, --warmup."""
+    default = ProbeSettings()
+    duration = probe_duration or flags.get("duration")
+    warmup = probe_warmup
+    if warmup is None and flags.get("warmup") is not None and not str(flags["warmup"]).strip().isdigit():
+        warmup = flags["warmup"]
+    return ProbeSettings(
+        duration_s=parse_duration(duration) if duration else default.duration_s,
+        warmup_s=parse_duration(warmup) if warmup is not None else default.warmup_s,
+        min_requests=flags.get("requests"),
+        max_time_s=parse_duration(max_time),
+        max_value=max_rate or None,
+        precision=precision,
+    )
 
 
 def by_value(text: str) -> Literal["rate", "concurrency"]:
@@ -115,4 +161,4 @@ def parse_precision(text: str) -> float:
 
 
 sweep = _extended("sweep", [AUTO], _sweep)
-capacity = _extended("capacity", [BY, PRECISION, START, MAX_PROBES], _capacity)
+capacity = _extended("capacity", [BY, PRECISION, START, MAX_PROBES, PROBE_DURATION, PROBE_WARMUP, MAX_TIME, MAX_RATE], _capacity)

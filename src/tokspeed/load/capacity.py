@@ -2,36 +2,50 @@
 
 The seed article's QPS is "requests per second within a latency constraint".
 The search is a generator: it yields the next rate to probe and is sent the
-outcome (`Outcome`: did every SLO hold, and did the server keep up). It
+outcome (`Outcome`: did every SLO hold, what the probe offered and what the
+server sustained at steady state). It
 
-1. brackets: starting at `start`, doubles while probes pass (halves while they fail);
+1. brackets: starting at `start`, doubles while probes pass (halves while they
+   fail), never above `max_value` (a probe there that passes ends the search:
+   the SLOs held up to the highest rate probed) nor below `floor`;
 2. bisects the bracket [highest pass, lowest fail] until its width is within
    `precision` of the lower end;
 3. confirms: re-measures the best passing rate; if the re-measurement fails,
    that rate becomes the new upper bound and bisection resumes — noise cannot
    fake a pass.
 
-A probe where the server did not keep up (achieved rate well under the offered
-rate: queues grow without bound) counts as a fail even if the SLOs happened to
-hold during a short measurement: that is over-saturation, and pushing further
-is pointless. The generator's return value is a `Capacity`.
+Saturation is judged on the probe's steady-state window (`tokspeed.metrics.sustained`):
+a server that completes fewer requests than arrive in that window, by more than the
+window's own noise (max(5%, 2/√arrivals)), lets its queue grow without bound, and
+the probe fails whatever its percentiles say. Completions are never divided by a
+window holding the drain (which made any probe of N requests of E2E T "fall
+behind" above ~N/T req/s). A probe whose client could not send at the asked rate
+(under `CLIENT_SHORT` of it) ends the search: from there on the client, not the
+server, is what is measured. The generator's return value is a `Capacity`; the
+caller builds the same from `bracket()` when it stops a search itself (budget,
+Ctrl-C).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Generator
 
-KEEP_UP = 0.9  # achieved / offered below this = saturated
+KEEP_UP = 0.95  # completed / arrived in the steady window below this (or its noise) = saturated
+CLIENT_SHORT = 0.9  # sent / asked below this = the client could not offer the rate
 MIN_RATE = 0.01
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     passed: bool  # every SLO held
-    achieved_rate: float | None = None  # completed requests / window
+    achieved_rate: float | None = None  # completions per second in the steady window
     reason: str = ""
-    offered_rate: float | None = None  # what the drawn schedule offered (poisson/gamma gaps are not rescaled)
+    offered_rate: float | None = None  # arrivals per second in that window (what was really sent)
+    arrived: int | None = None  # arrivals in the window (sets the noise of the keep-up test)
+    client_limited: bool = False  # the client sent under CLIENT_SHORT of the asked rate
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +53,10 @@ class ProbeLog:
     rate: float
     passed: bool
     reason: str
+
+
+# why a search ended
+STOPS = ("bracket", "max_value", "client", "probes", "floor", "baseline", "budget", "interrupted")
 
 
 @dataclass
@@ -49,6 +67,7 @@ class Capacity:
     high: float | None
     precision: float
     probes: list[ProbeLog] = field(default_factory=list)
+    stopped_by: str = "bracket"
 
     @property
     def requests_per_s(self) -> float | None:
@@ -64,30 +83,71 @@ class Capacity:
 Search = Generator[float, Outcome, Capacity]
 
 
+def keep_up_slack(arrived: int | None) -> float:
+    """How far completions may fall short of arrivals in a window of `arrived` requests and still keep up."""
+    return max(1 - KEEP_UP, 2 / math.sqrt(arrived)) if arrived else 1 - KEEP_UP
+
+
 def judge(outcome: Outcome, offered: float) -> Outcome:
     """Turn a probe that did not keep up into a fail, saying so.
 
-    "Kept up" is judged against the rate the probe's schedule really offered when
-    the outcome knows it (a drawn Poisson schedule is a few percent off the rate
-    asked), else against `offered`.
+    "Kept up" compares what the server completed with what arrived in the same
+    steady window when the outcome knows it, else with `offered` (the rate asked).
     """
+    if outcome.client_limited:  # the asked rate was not what ran: no verdict on the server at it
+        return dataclasses.replace(outcome, passed=False)
     offered = outcome.offered_rate or offered
-    if outcome.achieved_rate is not None and outcome.achieved_rate < KEEP_UP * offered:
-        why = f"over-saturated: achieved {outcome.achieved_rate:.3g} of {offered:.3g} req/s offered"
-        return Outcome(passed=False, achieved_rate=outcome.achieved_rate, reason=why, offered_rate=outcome.offered_rate)
+    achieved = outcome.achieved_rate
+    if achieved is not None and achieved < (1 - keep_up_slack(outcome.arrived)) * offered:
+        why = f"over-saturated: completed {achieved:.3g} of {offered:.3g} req/s arriving at steady state"
+        return dataclasses.replace(outcome, passed=False, reason=why)
     return outcome
 
 
-def capacity_search(start: float, precision: float = 0.05, max_probes: int = 20, integer: bool = False) -> Search:
+class SearchEnded(Exception):
+    """Raised inside the search when a probe shows it cannot go on (the client's limit)."""
+
+
+def capacity_search(
+    start: float,
+    precision: float = 0.05,
+    max_probes: int = 20,
+    integer: bool = False,
+    max_value: float | None = None,
+    floor: float | None = None,
+) -> Search:
     """See the module docstring. `precision` is relative (0.05 = 5%); `integer` probes whole numbers."""
     probes: list[ProbeLog] = []
 
     def probe(rate: float) -> Generator[float, Outcome, bool]:
         outcome = judge((yield rate), rate)
         probes.append(ProbeLog(rate=rate, passed=outcome.passed, reason=outcome.reason))
+        if outcome.client_limited:
+            raise SearchEnded("client")
         return outcome.passed
 
-    low, high = yield from _bracket(probe, max(start, 1.0 if integer else MIN_RATE), max_probes, integer)
+    lowest = max(floor or 0.0, 1.0 if integer else MIN_RATE)
+    first = max(start, lowest)
+    if max_value is not None:
+        first = min(first, max_value)
+    try:
+        low, high, stop = yield from _bracket(probe, first, max_probes, integer, max_value, lowest)
+    except SearchEnded as ended:
+        low, high = bracket(probes)
+        return Capacity(low=low, high=high, precision=precision, probes=probes, stopped_by=str(ended))
+    if stop:
+        return Capacity(low=low, high=high, precision=precision, probes=probes, stopped_by=stop)
+    try:
+        low, high = yield from _bisect(probe, probes, low, high, precision, max_probes, integer)
+    except SearchEnded as ended:
+        low, high = bracket(probes)
+        return Capacity(low=low, high=high, precision=precision, probes=probes, stopped_by=str(ended))
+    stopped = "probes" if len(probes) >= max_probes and (low is None or high is None or high - low > precision * low) else "bracket"
+    return Capacity(low=low, high=high, precision=precision, probes=probes, stopped_by=stopped)
+
+
+def _bisect(probe, probes, low, high, precision, max_probes, integer):  # type: ignore[no-untyped-def]
+    """Narrow [low, high] to `precision`, then confirm the best pass (see the module docstring)."""
     while len(probes) < max_probes and low is not None and high is not None:
         if (high - low) <= max(precision * low, 1.0 if integer else 0.0):
             if (yield from probe(low)):  # confirm the best pass once more
@@ -99,30 +159,43 @@ def capacity_search(start: float, precision: float = 0.05, max_probes: int = 20,
             low = mid
         else:
             high = mid
-    return Capacity(low=low, high=high, precision=precision, probes=probes)
+    return low, high
 
 
-def _bracket(probe, rate: float, max_probes: int, integer: bool):  # type: ignore[no-untyped-def]
-    """Double until a fail (or halve until a pass); returns (highest pass, lowest fail)."""
+def _bracket(probe, rate: float, max_probes: int, integer: bool, max_value: float | None, lowest: float):  # type: ignore[no-untyped-def]
+    """Double until a fail (or halve until a pass); returns (highest pass, lowest fail, why it stopped or "")."""
     passed = yield from probe(rate)
     low, high = (rate, None) if passed else (None, rate)
     for _ in range(max_probes - 1):
         if passed:
-            rate *= 2
+            if max_value is not None and rate >= max_value:
+                return rate, None, "max_value"
+            rate = rate * 2 if max_value is None else min(rate * 2, max_value)
         else:
             rate = float(int(rate // 2)) if integer else rate / 2
-            if rate < (1.0 if integer else MIN_RATE):
-                return None, high
+            if rate < lowest:
+                return None, high, "floor"
         passed = yield from probe(rate)
         if passed and high is None:
             low = rate
         elif passed:
-            return rate, high
+            return rate, high, ""
         elif low is not None:
-            return low, rate
+            return low, rate, ""
         else:
             high = rate
-    return low, high
+    return low, high, "probes"
+
+
+def bracket(probes: list[ProbeLog]) -> tuple[float | None, float | None]:
+    """(highest pass below the lowest fail, lowest fail) of the probes so far; the last verdict at a rate counts."""
+    last: dict[float, bool] = {}
+    for p in probes:
+        last[p.rate] = p.passed
+    fails = [r for r, ok in last.items() if not ok]
+    high = min(fails) if fails else None
+    passes = [r for r, ok in last.items() if ok and (high is None or r < high)]
+    return (max(passes) if passes else None), high
 
 
 def _best_pass_below(probes: list[ProbeLog], limit: float) -> float | None:

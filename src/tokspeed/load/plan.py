@@ -12,18 +12,24 @@ Arrivals (open loop), first request at t = 0:
 * gamma: gamma gaps with shape B (`burstiness`) and scale 1/(R·B); B = 1 is
   Poisson, B < 1 burstier, B > 1 more regular.
 
-Random gaps are used as drawn: over n arrivals the realised offered rate,
-(n − 1) / (last − first arrival), is off the target by about R/√n (±5% over 400
-Poisson arrivals). The run reports it beside the target (`summary.schedule`).
-With `exact_rate` (`--exact-rate`) the drawn gaps are rescaled so that n arrivals
-take exactly n/R seconds, the last at (n − 1)/R as with constant arrivals (what
-vLLM's client does); with only a duration, n = round(R × duration) arrivals are
-drawn and rescaled the same way. A request count and a duration together: the
-count is drawn (and rescaled), then cut at the duration.
+By default (`exact_rate`) the drawn gaps are rescaled so that n arrivals take
+exactly n/R seconds, the last at (n − 1)/R as with constant arrivals (what vLLM's
+and evalscope's clients do): a schedule offers the rate it is labelled with.
+With only a duration, n = round(R × duration) arrivals are drawn and rescaled the
+same way. A request count and a duration together: the count is drawn (and
+rescaled), then cut at the duration. Raw draws (`--raw-arrivals`) are used as
+drawn: over n arrivals the realised offered rate, (n − 1) / (last − first
+arrival), is then off the target by about R/√n (±5% over 400 Poisson arrivals;
+seed 0 offers 0.84× at n = 100). Either way the run reports the offered and sent
+rates beside the target (`summary.schedule`).
+
+R = inf (`--rate inf`, vLLM's meaning) sends every request at t = 0; it needs a
+request count, and `max_concurrency` caps how many are in flight.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +51,7 @@ class LoadPlan:
     rate: float | None = None
     arrival: str = "poisson"
     burstiness: float = 1.0
-    exact_rate: bool = False
+    exact_rate: bool = True
     timeline: Timeline | None = field(default=None, compare=False)  # a trace, stages or classes: its arrivals
 
     @property
@@ -60,6 +66,8 @@ class LoadPlan:
             return {"kind": "synchronous", "concurrency": 1}
         if self.kind == "concurrency":
             return {"kind": "concurrency", "concurrency": self.workers}
+        if self.rate is not None and math.isinf(self.rate):  # JSON has no infinity: say it in words
+            return {"kind": "rate", "rate": None, "all_at_once": True, "max_concurrency": self.workers}
         profile: dict[str, Any] = {
             "kind": "rate",
             "rate": self.rate,
@@ -67,8 +75,8 @@ class LoadPlan:
             "burstiness": self.burstiness if self.arrival == "gamma" else None,
             "max_concurrency": self.workers,
         }
-        if self.exact_rate:  # only when set, so profiles saved before the option compare equal
-            profile["exact_rate"] = True
+        if self.arrival != "constant":  # constant gaps are exact either way
+            profile["exact_rate"] = self.exact_rate
         return profile
 
     def label(self) -> str:
@@ -79,8 +87,10 @@ class LoadPlan:
         if self.kind == "concurrency":
             return f"concurrency {self.workers}"
         cap = f", max {self.workers} in flight" if self.workers else ""
-        exact = ", exact rate" if self.exact_rate and self.arrival != "constant" else ""
-        return f"rate {self.rate:g}/s {self.arrival}{exact}{cap}"
+        if self.rate is not None and math.isinf(self.rate):
+            return f"all at once{cap}"
+        raw = ", raw draws" if not self.exact_rate and self.arrival != "constant" else ""
+        return f"rate {self.rate:g}/s {self.arrival}{raw}{cap}"
 
     def arrivals_ns(self, n: int | None, duration_s: float | None, seed: int) -> np.ndarray:
         """Open-loop start offsets in ns from the phase start (int64, non-decreasing)."""
@@ -100,11 +110,15 @@ def arrival_offsets_ns(
     n: int | None,
     duration_s: float | None,
     seed: int,
-    exact_rate: bool = False,
+    exact_rate: bool = True,
 ) -> np.ndarray:
     """See the module docstring for the rules."""
     if n is None and duration_s is None:
         raise ValueError("an open-loop schedule needs a request count or a duration")
+    if math.isinf(rate):
+        if n is None:
+            raise ValueError("--rate inf sends a request count at once: it needs --requests")
+        return np.zeros(n, dtype=np.int64)
     rng = np.random.default_rng(seed)
     if n is None and exact_rate:
         assert duration_s is not None

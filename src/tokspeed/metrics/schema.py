@@ -57,6 +57,10 @@ class Throughput(_Frozen):
     output_tokens_per_s: float | None = None
     total_tokens_per_s: float | None = None
     input_tokens_per_s: float | None = None
+    # at steady state: completions and arrivals inside [first end, last send] (tokspeed.metrics.sustained)
+    sustained_requests_per_s: float | None = None
+    window_arrivals_per_s: float | None = None
+    sustained_window_s: float | None = None
 
 
 class TokenTotals(_Frozen):

@@ -8,6 +8,9 @@ Warm-up records (`warmup=True`) are always left out. Formulas:
 * output_tokens_per_s = Σ output_tokens of completed requests / window_s
 * input_tokens_per_s = Σ input_tokens of completed requests / window_s
 * total_tokens_per_s = (Σ input_tokens + Σ output_tokens) / window_s
+* sustained_requests_per_s, window_arrivals_per_s, sustained_window_s: the
+  rates at steady state, without ramp-up and drain (`tokspeed.metrics.sustained`;
+  the one formula that also counts warm-up records: those ending in the window)
   (rates are None when the window is unknown or zero; unknown counts add 0)
 * TTFT, TTFA, ITL (per token, pooled), chunk gaps, TPOT, E2E, decode speed and
   token counts are over completed requests; lateness over every sent request.
@@ -50,6 +53,7 @@ from tokspeed.metrics.schema import (
 )
 from tokspeed.metrics.server_timing import ServerTimingAccumulator
 from tokspeed.metrics.sketch import BoundedSample
+from tokspeed.metrics.sustained import Sustained, SustainedWindow
 from tokspeed.metrics.slo import SLO
 from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
 
@@ -107,11 +111,13 @@ class SummaryBuilder:
         self._sent: dict[int, array[int]] = {}  # ... and sent_ns of the requests sent
         self._conversations = ConversationAccumulator()
         self._server_timing = ServerTimingAccumulator()
+        self._sustained = SustainedWindow()
 
     def add(self, r: RequestRecord) -> None:
         """Take one record (warm-up records are left out of everything)."""
         self._conversations.add(r)
         self._server_timing.add(r)
+        self._sustained.add(r)
         if r.warmup:
             return
         self._measured += 1
@@ -167,7 +173,7 @@ class SummaryBuilder:
             decode_tokens_per_s=plain["decode_tokens_per_s"],
             input_tokens=plain["input_tokens"],
             output_tokens=plain["output_tokens"],
-            throughput=_throughput(completed, tokens, window),
+            throughput=_throughput(completed, tokens, window, self._sustained.result()),
             schedule=self._schedule(),
             tokens=tokens,
             goodput=goodput_of(self._good, self._thresholds, completed, window) if self._thresholds else None,
@@ -336,7 +342,7 @@ def _source(source: TokenSource | None) -> str:
     return "unknown" if source is None else source.value
 
 
-def _throughput(completed: int, tokens: TokenTotals, window: float | None) -> Throughput:
+def _throughput(completed: int, tokens: TokenTotals, window: float | None, sustained: Sustained | None) -> Throughput:
     if not window:
         return Throughput()
     return Throughput(
@@ -344,4 +350,7 @@ def _throughput(completed: int, tokens: TokenTotals, window: float | None) -> Th
         output_tokens_per_s=tokens.output_total / window,
         total_tokens_per_s=(tokens.input_total + tokens.output_total) / window,
         input_tokens_per_s=tokens.input_total / window,
+        sustained_requests_per_s=sustained.requests_per_s if sustained else None,
+        window_arrivals_per_s=sustained.arrivals_per_s if sustained else None,
+        sustained_window_s=sustained.window_s if sustained else None,
     )

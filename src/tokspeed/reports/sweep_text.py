@@ -5,10 +5,10 @@ from __future__ import annotations
 from rich.table import Table
 
 from tokspeed.reports.summary_text import fmt
-from tokspeed.results import RunResult
+from tokspeed.results import CapacityResult, RunResult
 
 COLUMNS = (
-    ("req/s", "requests_per_s"),
+    ("req/s", "steady_requests_per_s"),
     ("out tok/s", "output_tokens_per_s"),
     ("TTFT p50", "ttft_p50_ms"),
     ("TTFT p99", "ttft_p99_ms"),
@@ -24,7 +24,12 @@ OFFERED = ("offered/s", "offered_requests_per_s")  # shown when some point is op
 
 
 def sweep_table(result: RunResult) -> Table:
-    """One row per benchmark: offered rate (open loop), throughput, latency percentiles (ms), error rate, goodput."""
+    """One row per benchmark: offered rate (open loop), throughput, latency percentiles (ms), error rate, goodput.
+
+    req/s is what the point sustained at steady state (completions between its first end and last
+    send, `throughput.sustained_requests_per_s`), not completions over a window holding the drain;
+    the whole-window figure where a point is too short for one.
+    """
     table = Table(title="Load points (latencies in ms)", title_justify="left", header_style="bold")
     table.add_column("point")
     open_loop = any(b.summary.schedule is not None for b in result.benchmarks)
@@ -32,13 +37,23 @@ def sweep_table(result: RunResult) -> Table:
     for title, _ in columns:
         table.add_column(title, justify="right")
     table.add_column("SLOs")
-    for bench in result.benchmarks:
+    verdicts = probe_verdicts(result)
+    for i, bench in enumerate(result.benchmarks):
         flat = bench.summary.flat()
+        flat["steady_requests_per_s"] = flat.get("sustained_requests_per_s") or flat.get("requests_per_s")
         slo = bench.summary.slo
         verdict = "" if not slo else ("met" if all(v.met for v in slo) else "missed")
         cells = [_cell(key, flat.get(key)) for _, key in columns]
-        table.add_row(bench.name, *cells, verdict)
+        table.add_row(bench.name, *cells, verdicts.get(i, verdict))
     return table
+
+
+def probe_verdicts(result: RunResult) -> dict[int, str]:
+    """A capacity probe's verdict as the search took it: a probe that met its SLOs but fell behind failed."""
+    if result.capacity is None:
+        return {}
+    return {p.benchmark: "met" if p.passed else ("saturated" if "over-saturated" in p.reason else "missed")
+            for p in result.capacity.probes}
 
 
 def _cell(key: str, value: float | None) -> str:
@@ -47,21 +62,31 @@ def _cell(key: str, value: float | None) -> str:
     return fmt(value, 1)
 
 
+def capacity_lines(cap: CapacityResult) -> list[str]:
+    """The capacity headline (req/s really offered at steady state, with its interval), why the search
+    stopped, and what it cost."""
+    spent = (f"{len(cap.probes)} probes, {cap.requests_spent:,} requests, {cap.seconds_spent:.0f} s"
+             + (f" (stopped: {cap.stopped_by})" if cap.stopped_by != "bracket" else ""))
+    if cap.value is None or cap.requests_per_s is None:
+        return [f"Capacity: none — {cap.finding or 'no probed load met ' + ', '.join(cap.slos)}", f"  search: {spent}"]
+    knob = f"probed at {fmt(cap.value)}/s" if cap.by == "rate" else f"at concurrency {fmt(cap.value, 0)}"
+    interval = cap.interval_requests_per_s or [None, None]
+    between = (f"; between {fmt(interval[0])} and {fmt(interval[1])} req/s" if interval[1] is not None
+               else "; no probe above it failed: a lower bound")
+    goodput = f"; goodput there {fmt(cap.goodput_requests_per_s)} req/s" if cap.goodput_requests_per_s else ""
+    lines = [f"Capacity: {fmt(cap.requests_per_s)} req/s at steady state ({knob}){between} under {', '.join(cap.slos)}{goodput}"]
+    if cap.finding and cap.stopped_by not in ("bracket", "probes"):
+        lines.append(f"  {cap.finding}")
+    lines.append(f"  search: {spent}")
+    return lines
+
+
 def findings(result: RunResult) -> list[str]:
     """The capacity found, and the prefill-cost fit of an input-length sweep."""
     lines: list[str] = []
     cap = result.capacity
     if cap is not None:
-        unit = "req/s offered" if cap.by == "rate" else "concurrent requests"
-        if cap.value is None:
-            lines.append(f"Capacity: no probed load met {', '.join(cap.slos)} ({len(cap.probes)} probes)")
-        else:
-            rps = f" = {fmt(cap.requests_per_s)} req/s completed" if cap.by == "concurrency" else ""
-            lines.append(
-                f"Capacity: {fmt(cap.value)} {unit}{rps} (between {fmt(cap.low)} and {fmt(cap.high)}, "
-                f"± {fmt(cap.uncertainty)}) under {', '.join(cap.slos)}; {len(cap.probes)} probes"
-                + (f"; goodput there {fmt(cap.goodput_requests_per_s)} req/s" if cap.goodput_requests_per_s else "")
-            )
+        lines.extend(capacity_lines(cap))
     fit = result.sweep.ttft_vs_input_tokens if result.sweep else None
     if fit is not None and fit.slope_ms_per_1k_tokens is not None:
         lines.append(

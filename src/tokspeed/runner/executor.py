@@ -10,15 +10,26 @@ requests in flight are cancelled and the error propagates.
 Open loop: each request is handed to the backend when its scheduled time comes,
 waited for with `sleep_until` (sub-millisecond, never early: see
 `tokspeed.runner.pacing`); its record keeps that time as `scheduled_ns`.
+
+Warm-up held at the load (`Phase.lead_s`): the phase first runs the same load
+for `lead_s` seconds whose records are warm-up (iteration 0, indices from
+`lead_first_index`), then the measured requests follow without a pause, so the
+measured window starts on a server already in its steady state instead of an
+empty one (a drained warm-up phase conditions nothing). Open loop: the lead is
+round(rate × lead_s) arrivals of one schedule (with a count) or its first lead_s
+seconds (with a duration only); closed loop: requests started before the lead ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Callable, Iterator, Protocol
+
+import numpy as np
 
 from tokspeed.backends.base import Backend
 from tokspeed.errors import BackendLost
@@ -47,6 +58,13 @@ class Phase:
     duration_s: float | None
     first_index: int = 0
     seed: int = 0
+    lead_s: float = 0.0  # warm-up held at the load before the measured requests (see the module docstring)
+    lead_first_index: int = 0  # spec indices of those warm-up requests
+
+
+def lead_record(phase: Phase, i: int, scheduled_ns: int) -> RequestRecord:
+    """The i-th warm-up record of a phase's lead."""
+    return RequestRecord(index=phase.lead_first_index + i, iteration=0, warmup=True, scheduled_ns=scheduled_ns)
 
 
 async def run_phase(
@@ -120,14 +138,20 @@ async def closed_loop(
     on_record: OnRecord,
     on_start: OnRecord,
 ) -> None:
-    deadline = None if phase.duration_s is None else perf_counter_ns() + int(phase.duration_s * NS)
+    lead_end = perf_counter_ns() + int(phase.lead_s * NS)
+    deadline = None if phase.duration_s is None else lead_end + int(phase.duration_s * NS)
     indices: Iterator[int] = (
         iter(range(phase.first_index, phase.first_index + phase.n))
         if phase.n is not None
         else itertools.count(phase.first_index)
     )
+    lead = itertools.count()
 
     async def worker() -> None:
+        while (now := perf_counter_ns()) < lead_end:  # warm-up at the same width
+            i = next(lead)
+            spec = workload.request(phase.lead_first_index + i)
+            await send_one(backend, spec, lead_record(phase, i, now), on_record, on_start)
         for index in indices:
             now = perf_counter_ns()
             if deadline is not None and now >= deadline:
@@ -146,7 +170,7 @@ async def _open_loop(
     on_record: OnRecord,
     on_start: OnRecord,
 ) -> None:
-    offsets = plan.arrivals_ns(phase.n, phase.duration_s, phase.seed)
+    offsets, leading = _schedule(plan, phase)
     slots = asyncio.Semaphore(plan.workers) if plan.workers else None
     in_flight: set[asyncio.Future[None]] = set()
     lost: list[BaseException] = []  # a BackendLost from a request that finished on its own
@@ -159,8 +183,12 @@ async def _open_loop(
     start = perf_counter_ns()
     try:
         for i, offset in enumerate(offsets.tolist()):
-            due, index = start + offset, phase.first_index + i
-            spec, record = workload.request(index), new_record(phase, index, due)  # ready before it is due
+            due = start + offset
+            if i < leading:
+                spec, record = workload.request(phase.lead_first_index + i), lead_record(phase, i, due)
+            else:
+                index = phase.first_index + i - leading
+                spec, record = workload.request(index), new_record(phase, index, due)  # ready before it is due
             await sleep_until(due)
             if lost:
                 break
@@ -175,6 +203,19 @@ async def _open_loop(
     if lost:
         await cancel_all(list(in_flight))
         raise lost[0]
+
+
+def _schedule(plan: LoadPlan, phase: Phase) -> tuple[np.ndarray, int]:
+    """The phase's arrival offsets (ns), its lead included, and how many of them lead."""
+    if phase.lead_s <= 0 or plan.rate is None or plan.timeline is not None:
+        return plan.arrivals_ns(phase.n, phase.duration_s, phase.seed), 0
+    if phase.n is not None:
+        leading = 0 if math.isinf(plan.rate) else round(plan.rate * phase.lead_s)
+        total = None if phase.duration_s is None else phase.lead_s + phase.duration_s
+        return plan.arrivals_ns(phase.n + leading, total, phase.seed), leading
+    assert phase.duration_s is not None
+    offsets = plan.arrivals_ns(None, phase.lead_s + phase.duration_s, phase.seed)
+    return offsets, int(np.searchsorted(offsets, int(phase.lead_s * NS)))
 
 
 async def gather_or_cancel(tasks: list[asyncio.Future[None]]) -> None:

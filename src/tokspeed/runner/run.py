@@ -53,6 +53,7 @@ from tokspeed.telemetry.session import Telemetry, TelemetryOptions
 from tokspeed.telemetry.summary import Mark, Work
 
 WARMUP_INDEX_BASE = 1_000_000_000  # warm-up requests use spec indices from here on
+LEAD_INDEX_STRIDE = 10_000_000  # warm-up held at the load: iteration k's lead uses indices from BASE + k × this
 SAMPLE_CHARS = 2000
 
 
@@ -147,7 +148,8 @@ def phases_from_config(cfg: RunConfig) -> list[Phase]:
     for it in range(1, cfg.iterations + 1):
         phases.append(
             Phase(iteration=it, warmup=False, n=cfg.measured_requests, duration_s=cfg.duration_s,
-                  first_index=0, seed=cfg.seed + it - 1)
+                  first_index=0, seed=cfg.seed + it - 1, lead_s=cfg.warmup_s or 0.0,
+                  lead_first_index=WARMUP_INDEX_BASE + it * LEAD_INDEX_STRIDE)
         )
     return phases
 
@@ -160,6 +162,10 @@ class LoadPoint:
     cfg: RunConfig
     backend: Backend
     workload: Workload
+
+
+class SourceStopped(Exception):
+    """Thrown into a point source when the run stops early (Ctrl-C, a stopped point): return what you have."""
 
 
 # Yields the points to measure; is sent each finished Benchmark; may return result updates
@@ -244,8 +250,10 @@ async def execute_points(
         run.result.status, run.result.error = "failed", str(exc)
         if exc.args and str(exc).startswith("stopped early"):
             run.notes.append(f"the run {exc}; its summary covers only the requests that finished before")
+        _stop_source(run, points)
     except asyncio.CancelledError:
         run.result.status = "interrupted"
+        _stop_source(run, points)
     except TokspeedError as exc:
         run.result.status, run.result.error = "failed", str(exc)
         raise
@@ -259,6 +267,19 @@ async def execute_points(
         if point is not None:
             await point.backend.close()
     return RunOutcome(result=run.result, directory=out_dir, requests=run.requests)
+
+
+def _stop_source(run: _Run, points: PointSource) -> None:
+    """Let a stopped run's point source say what it found so far (a capacity search's probes and bracket)."""
+    try:
+        points.throw(SourceStopped())
+    except StopIteration as stop:
+        for key, value in (stop.value or {}).items():
+            setattr(run.result, key, value)
+    except SourceStopped:
+        pass
+    except Exception as exc:  # noqa: BLE001 - what was measured matters more than the source's summary
+        run.notes.append(f"the load points' summary failed on stopping ({type(exc).__name__}: {exc})")
 
 
 class SampleKeeper:
