@@ -113,8 +113,8 @@ class CapacityResult(BaseModel):
 
     by: Literal["rate", "concurrency"]
     requests_per_s: float | None = Field(
-        description="capacity in requests per second at steady state: the best passing probe's offered rate "
-        "(what it really sent) or what the server completed there, whichever is lower"
+        description="capacity in requests per second: the rate the best passing probe's measured requests were "
+        "sent at, never above the most the server completed at steady state in any probe"
     )
     value: float | None = Field(description="the highest passing probed rate or concurrency (the knob)")
     low: float | None

@@ -15,7 +15,7 @@ README = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
 def options(command: str) -> set[str]:
     group = typer.main.get_command(app)
     cmd = group.commands[command]  # type: ignore[attr-defined]
-    return {opt for p in cmd.params for opt in p.opts if opt.startswith("--")}
+    return {opt for p in cmd.params for opt in [*p.opts, *p.secondary_opts] if opt.startswith("--")}
 
 
 def bench_options() -> set[str]:
@@ -29,7 +29,7 @@ def locust_options() -> set[str]:
     from tokspeed.distributed.options import LocustOptions
 
     group = typer.main.get_command(app).commands["locust"]  # type: ignore[attr-defined]
-    cli = {opt for cmd in group.commands.values() for p in cmd.params for opt in p.opts if opt.startswith("--")}
+    cli = {opt for cmd in group.commands.values() for p in cmd.params for opt in [*p.opts, *p.secondary_opts] if opt.startswith("--")}
     return cli | {flag for flag, _, _ in LocustOptions.arguments().values()} | {"--host"}
 
 

@@ -112,3 +112,26 @@ async def test_cancellation_records_in_flight_and_queued_requests(plan: LoadPlan
         await task
     assert out and all(r.status is Status.INCOMPLETE for r in out)
     assert len({r.index for r in out}) == len(out)
+
+
+async def test_warm_up_held_at_the_rate_runs_into_the_measured_requests_without_a_pause() -> None:
+    """--warmup 0.2s at 100 req/s: 20 warm-up arrivals, then the 30 measured ones on the same schedule."""
+    plan = LoadPlan(kind="rate", rate=100.0, arrival="constant")
+    recs = await collect(plan, Phase(1, False, 30, None, lead_s=0.2, lead_first_index=1000), FakeBackend(delay_s=0.05))
+    warm = sorted((r for r in recs if r.warmup), key=lambda r: r.scheduled_ns)
+    measured = sorted((r for r in recs if not r.warmup), key=lambda r: r.scheduled_ns)
+    assert [r.index for r in warm] == list(range(1000, 1020)) and all(r.iteration == 0 for r in warm)
+    assert [r.index for r in measured] == list(range(30)) and all(r.iteration == 1 for r in measured)
+    gap = measured[0].scheduled_ns - warm[-1].scheduled_ns
+    assert gap == pytest.approx(10_000_000, abs=10)  # the next arrival of the same schedule, no drain between
+    assert measured[0].sent_ns < warm[-1].end_ns  # the last warm-up requests were still running
+
+
+async def test_warm_up_held_at_the_concurrency() -> None:
+    b = FakeBackend(delay_s=0.02)
+    recs = await collect(LoadPlan(kind="concurrency", workers=3), Phase(1, False, 12, None, lead_s=0.1, lead_first_index=500), b)
+    warm = [r for r in recs if r.warmup]
+    assert len([r for r in recs if not r.warmup]) == 12 and 9 <= len(warm) <= 18
+    assert {r.index for r in warm} == set(range(500, 500 + len(warm)))
+    first_measured = min(r.sent_ns for r in recs if not r.warmup)
+    assert max(r.sent_ns for r in warm) < first_measured and b.max_in_flight == 3

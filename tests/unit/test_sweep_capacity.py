@@ -129,3 +129,13 @@ def test_integer_search_for_concurrency() -> None:
     cap = drive(capacity_search(1, precision=0.05, integer=True), lambda c: Outcome(passed=c <= 13))
     assert cap.low == 13 and cap.high == 14
     assert all(p.rate == int(p.rate) for p in cap.probes)
+
+
+def test_each_probe_holds_its_rate_with_its_own_seed() -> None:
+    from tokspeed.runner.sweep import ProbeSettings, _probe_overrides, _probe_seconds
+
+    settings = ProbeSettings(duration_s=10.0, warmup_s=3.0)
+    a, b = _probe_overrides("rate", 50.0, settings, 1), _probe_overrides("rate", 50.0, settings, 2)
+    assert a["seed"] != b["seed"] and a["warmup_s"] == 3.0 and a["requests"] is None and a["duration_s"] == 10.0
+    assert _probe_seconds("rate", 2.0, settings) == 60.0  # 200 arrivals at 2 req/s would take 100 s: capped
+    assert _probe_seconds("rate", 2.0, ProbeSettings(min_requests=300)) == 150.0  # asked for: honoured

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 
 from tokspeed.config import RunConfig
 from tokspeed.diagnosis.digest import PointDigest, digest_point
+from tokspeed.load.capacity import keep_up_slack
 from tokspeed.records import Anomaly, RequestRecord, TokenSource
 from tokspeed.results import Benchmark
 
@@ -112,8 +113,22 @@ def _unstable(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
     return a.message
 
 
+def _not_steady(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
+    """An open-loop point whose server completed less than arrived in its steady window: its queue grew."""
+    t = b.summary.throughput
+    if b.summary.schedule is None or t.sustained_requests_per_s is None or not t.window_arrivals_per_s:
+        return None
+    arrived = round(t.window_arrivals_per_s * (t.sustained_window_s or 0))
+    if t.sustained_requests_per_s >= (1 - keep_up_slack(arrived)) * t.window_arrivals_per_s:
+        return None
+    return (f"the server did not keep up: it completed {t.sustained_requests_per_s:.3g} of "
+            f"{t.window_arrivals_per_s:.3g} req/s arriving, so its queue grew through the point and no steady "
+            "state was reached; its latencies grow with the point's length (`tokspeed capacity` finds the rate it sustains)")
+
+
 CHECKS: tuple[Check, ...] = (
     _errors, _too_few, _late, _ignored_max_tokens, _early_stops, _chunk_counted, _retried, _anomalies, _unstable,
+    _not_steady,
 )
 
 

@@ -238,7 +238,8 @@ def _result(
         for i, ((v, b), log) in enumerate(zip(probes, logs))
     ]
     best = _last_bench_at(low, probes)
-    rps = _capacity_rps(best, low, by)
+    ceiling = _ceiling([b for _, b in probes])
+    rps = _capacity_rps(best, low, by, ceiling)
     result = CapacityResult(
         by=by,  # type: ignore[arg-type]
         requests_per_s=rps,
@@ -259,22 +260,37 @@ def _result(
     return {"capacity": result}
 
 
-def _capacity_rps(best: Benchmark | None, low: float | None, by: str) -> float | None:
-    """What the best passing probe really carried: the lower of what it sent and what the server completed."""
+def _capacity_rps(best: Benchmark | None, low: float | None, by: str, ceiling: float | None = None) -> float | None:
+    """What the best passing probe really carried, in req/s.
+
+    A rate probe: the rate its measured requests were sent at (its schedule, rescaled, offers its
+    label; a late client sends less), never above `ceiling`, the most the server completed at steady
+    state in any probe of the search (a short probe just past saturation can pass while the queue
+    grows slowly: it still cannot carry more than the server completes). A concurrency probe: the
+    server's sustained completions.
+    """
     if best is None:
         return None
-    t = best.summary.throughput
-    measured = [x for x in (t.window_arrivals_per_s if by == "rate" else None, t.sustained_requests_per_s) if x]
-    if measured:
-        return min(measured)
-    return low if by == "rate" else t.requests_per_s
+    t, schedule = best.summary.throughput, best.summary.schedule
+    if by != "rate":
+        return t.sustained_requests_per_s or t.requests_per_s
+    sent = (schedule.sent_requests_per_s if schedule is not None else None) or low
+    if sent is None:
+        return None
+    return min(sent, ceiling) if ceiling else sent
+
+
+def _ceiling(benches: list[Benchmark]) -> float | None:
+    """The most requests per second the server completed at steady state in any probe."""
+    rates = [b.summary.throughput.sustained_requests_per_s for b in benches]
+    return max((r for r in rates if r), default=None)
 
 
 def capacity_interval(
     probes: list[CapacityProbe], benches: list[Benchmark], low: float | None, high: float | None,
     base: RunConfig, by: str,
 ) -> list[float | None] | None:
-    """[low, high] req/s: the bracketing probes, each widened one probe out where its verdict is marginal.
+    """[low, high] req/s: the bracketing probes, each widened one probe out where its verdict is marginal (low ≤ high).
 
     Marginal: an SLO's observed percentile lies within its own 95% interval of the limit
     (the probe could as well have gone the other way). Lower end: the best passing probe's
@@ -288,7 +304,7 @@ def capacity_interval(
                    key=_value)
     lo_bench = _pick(passes[::-1], base)
     hi_bench = _pick(fails, base)
-    lo = _capacity_rps(lo_bench, low, by) if lo_bench is not None else None
+    lo = _capacity_rps(lo_bench, low, by, _ceiling(benches)) if lo_bench is not None else None
     hi = None
     if hi_bench is not None:
         t = hi_bench.summary.throughput
