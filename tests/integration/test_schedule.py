@@ -73,13 +73,16 @@ def test_queueing_in_the_client_shows_from_the_schedule(start_sim: Callable[...,
 def test_poisson_rate_as_drawn_is_reported(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
     sim = start_sim("--ttft-ms", "0", "--itl-ms", "0")
     s = run(sim, tmp_path / "r", "--rate", "50", "--requests", "100", "--max-tokens", "4", "--warmup", "0",
-            "--seed", "0")  # fmt: skip
+            "--seed", "0", "--raw-arrivals")  # fmt: skip
     measured = [r for r in records(tmp_path / "r") if not r["warmup"]]
     drawn = rate([r["scheduled_ns"] for r in measured])
-    assert drawn != pytest.approx(50, rel=0.05)  # this seed's 100 gaps come out ~16% slow: not rescaled
+    assert drawn != pytest.approx(50, rel=0.05)  # this seed's 100 gaps come out ~16% slow: --raw-arrivals
     assert s["schedule"]["target_requests_per_s"] == 50
     assert s["schedule"]["offered_requests_per_s"] == pytest.approx(drawn, rel=1e-6)
     assert s["throughput"]["requests_per_s"] == pytest.approx(drawn, rel=0.1)
+    default = run(sim, tmp_path / "d", "--rate", "50", "--requests", "100", "--max-tokens", "4", "--warmup", "0",
+                  "--seed", "0")  # fmt: skip
+    assert default["schedule"]["offered_requests_per_s"] == pytest.approx(50, rel=1e-6)  # rescaled by default
 
 
 def test_closed_loop_has_no_schedule_metrics(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:

@@ -263,8 +263,8 @@ def _result(
 def _capacity_rps(best: Benchmark | None, low: float | None, by: str, ceiling: float | None = None) -> float | None:
     """What the best passing probe really carried, in req/s.
 
-    A rate probe: the rate its measured requests were sent at (its schedule, rescaled, offers its
-    label; a late client sends less), never above `ceiling`, the most the server completed at steady
+    A rate probe: its rate as sent (its schedule, rescaled over warm-up and window, offers its
+    label; a late client sent less: the label × sent / scheduled rate of its requests), never above `ceiling`, the most the server completed at steady
     state in any probe of the search (a short probe just past saturation can pass while the queue
     grows slowly: it still cannot carry more than the server completes). A concurrency probe: the
     server's sustained completions.
@@ -274,9 +274,11 @@ def _capacity_rps(best: Benchmark | None, low: float | None, by: str, ceiling: f
     t, schedule = best.summary.throughput, best.summary.schedule
     if by != "rate":
         return t.sustained_requests_per_s or t.requests_per_s
-    sent = (schedule.sent_requests_per_s if schedule is not None else None) or low
-    if sent is None:
+    if low is None:
         return None
+    sent = low  # the rescaled schedule offers its label; a late client sent less, by sent/offered
+    if schedule is not None and schedule.sent_requests_per_s and schedule.offered_requests_per_s:
+        sent = low * min(1.0, schedule.sent_requests_per_s / schedule.offered_requests_per_s)
     return min(sent, ceiling) if ceiling else sent
 
 
