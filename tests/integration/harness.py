@@ -115,6 +115,12 @@ class Pair:
     def sim_chunks(self) -> np.ndarray:
         return np.asarray(self.sim["chunk_ns"], dtype=np.int64)
 
+    @property
+    def sim_late_ns(self) -> np.ndarray:
+        """How late the simulator wrote each chunk after it was due (its timers, on this machine)."""
+        due = np.cumsum(self.sim["chunk_tokens"]) - 1  # the chunk's last token
+        return self.sim_chunks - (int(self.sim["start_ns"]) + int(self.sim["prefill_ns"]) + due * int(self.sim["itl_ns"] or 0))
+
 
 def pairs(out: Path, sim: SimServer) -> list[Pair]:
     run = load_json(out / "run.json")
@@ -124,3 +130,45 @@ def pairs(out: Path, sim: SimServer) -> list[Pair]:
         for r in records(out)
         if not r["warmup"] and r["status"] == "ok"
     ]
+
+
+@dataclass(frozen=True)
+class Noise:
+    """How late this run's messages were picked up on this machine, per request, in ms.
+
+    Measured in the run itself, in the one clock both processes share:
+
+    * `send`: the simulator's arrival stamp minus tokspeed's `sent_ns` (taken just before
+      the write): the kernel, plus however long the simulator's event loop, busy with other
+      streams or descheduled, took to read the request;
+    * `delivery`: the mean lag of the chunks after the first (tokspeed's stamp minus the
+      simulator's): how late the client got to a chunk under this run's load;
+    * `last`: the lag of the last chunk, which the end of the stream comes with (it runs
+      ~0.2-1 ms behind the others: the server writes the usage chunk and [DONE] right after it).
+
+    None of them is tokspeed's error. A client on a busy machine does see its answer that
+    late, but the simulator's clock starts and stops inside the server, so the client's TTFT
+    and E2E exceed the simulator's truth by `send` plus a chunk's delivery lag. On an idle
+    machine each is a fraction of a millisecond; on 2 loaded cores, 64 streams, `send`
+    reaches 10-20 ms.
+    """
+
+    send: np.ndarray
+    delivery: np.ndarray
+    last: np.ndarray
+
+    @classmethod
+    def of(cls, ps: list[Pair]) -> Noise:
+        send, delivery, last = [], [], []
+        for p in ps:
+            send.append((p.sim["received_ns"] - p.c("sent_ns")) / 1e6)
+            lag = p.client_chunks - p.sim_chunks if len(p.client_chunks) == len(p.sim_chunks) > 1 else None
+            delivery.append(np.nan if lag is None else float(np.mean(lag[1:])) / 1e6)
+            last.append(np.nan if lag is None else float(lag[-1]) / 1e6)
+        return cls(*(np.asarray(v, dtype=float) for v in (send, delivery, last)))
+
+    def describe(self) -> str:
+        delivery = self.delivery[~np.isnan(self.delivery)]
+        back = f"{delivery.mean():.2f} ms" if delivery.size else "none (not streamed)"
+        return (f"send lag mean {np.mean(self.send):.2f} ms (max {np.max(self.send):.2f}), "
+                f"chunk delivery lag mean {back}, over {len(self.send)} requests")
