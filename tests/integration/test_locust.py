@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from harness import Pair, SimServer, load_json, records, run_cli
-from test_accuracy import assert_causal, true_itl_ms, true_ttft_ms
+from test_accuracy import assert_causal, assert_explained, end, first_token, true_itl_ms
 
 # find_spec, not importorskip: importing locust would monkey-patch this pytest process with gevent
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("locust") is None, reason="needs tokspeed[locust]")
@@ -91,8 +91,12 @@ def test_master_and_two_workers_merge_records_that_match_the_simulator(
     ids = [r["response_id"] for r in recs if r["response_id"]]
     assert len(set(ids)) == len(ids) and set(ids) <= set(truth)
     ok = [r for r in recs if r["status"] == "ok"]
-    assert len(ok) == sum(v["status"] == "ok" for v in truth.values())
     assert {r["status"] for r in recs} <= {"ok", "incomplete"}  # in flight at the end: incomplete, kept
+    # what the client read to the end, the server finished; what the server finished, the client read,
+    # unless it was still in the socket when the run stopped (one per user at most, more likely loaded)
+    served = {i for i, v in truth.items() if v["status"] == "ok"}
+    ok_ids, cut = {r["response_id"] for r in ok}, {r["response_id"] for r in recs if r["status"] == "incomplete"}
+    assert ok_ids <= served <= ok_ids | cut and len(served - ok_ids) <= 8
     assert len({r["index"] for r in recs}) == len(recs)
     assert all(r["output_tokens"] == TOKENS and r["output_tokens_source"] == "usage" and
                len(r["chunk_offsets_ns"]) == TOKENS for r in ok)
@@ -112,12 +116,11 @@ def test_master_and_two_workers_merge_records_that_match_the_simulator(
     measured = [r for r in ok if not r["warmup"]]  # 8 users at 100/s: the first 0.08 s are warm-up
     assert s["requests"]["completed"] == len(ps) == len(measured) and len(measured) < len(ok)
     assert_causal(ps)
-    assert s["ttft_ms"]["mean"] == pytest.approx(true_ttft_ms(ps), abs=3.0)
-    assert s["ttft_ms"]["mean"] == pytest.approx(TTFT_MS, abs=5.0)
+    assert s["ttft_ms"]["min"] >= TTFT_MS  # the simulator is never early
+    assert_explained("TTFT", s["ttft_ms"]["mean"], ps, first_token, lambda p: p.sim["first_token_ns"])
     assert s["itl_ms"]["mean"] == pytest.approx(true_itl_ms(ps), abs=1.0)
     assert s["itl_ms"]["count"] == len(measured) * (TOKENS - 1)
-    true_e2e = np.mean([(q.sim["end_ns"] - q.sim["received_ns"]) / 1e6 for q in ps])
-    assert s["e2e_ms"]["mean"] == pytest.approx(true_e2e, abs=5.0)
+    assert_explained("E2E", s["e2e_ms"]["mean"], ps, end, lambda p: p.sim["end_ns"], back="last")
 
     # Locust's own statistics carried the LLM metrics by name
     assert all(name in stdout for name in ("TTFT", "TPOT", "E2E"))
@@ -183,7 +186,10 @@ def test_a_rate_paces_the_users_on_a_fixed_schedule(
     for w in (0, 1):  # each worker runs 4 users; each user's requests are due exactly 0.25 s apart
         sched = np.sort([r["scheduled_ns"] for r in recs if r["index"] % STRIDE == w])
         assert len(sched) >= 30 and np.allclose((sched[4:] - sched[:-4]) / 1e6, 250.0, atol=0.01)
-    assert np.percentile([(r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in recs], 90) < 10  # on time
+    # on time: p90 under 10 ms late, beyond the p90 lateness of the simulator's own timers in this run
+    sim_late_ms = np.concatenate([p.sim_late_ns for p in pairs_by_worker(out, sim)]) / 1e6
+    assert np.percentile([(r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in recs], 90) < 10 + max(
+        0.0, float(np.percentile(sim_late_ms, 90)))
 
 
 def worker_of(record: dict) -> int:
@@ -207,10 +213,12 @@ def test_the_spawn_ramp_is_warmup_and_requests_stops_at_exactly_n(
     out = tmp_path / "fleet"
     # 8 users at 8/s: the default warm-up is the 1 s ramp; 61 measured requests: shares 31 + 30
     t0 = time.monotonic()
-    master, workers = start_fleet(procs, sim, out, "30s", "--spawn-rate", "8", "--requests", "61")
-    stdout, _ = master.communicate(timeout=60)
+    master, workers = start_fleet(procs, sim, out, "90s", "--spawn-rate", "8", "--requests", "61")
+    stdout, _ = master.communicate(timeout=120)
     assert master.returncode == 0, stdout
-    assert time.monotonic() - t0 < 20  # stopped at N, long before --duration
+    # stopped at N (~3 s of load), long before --duration: the rest is starting 3 Python processes,
+    # ~10 s on 2 loaded cores
+    assert time.monotonic() - t0 < 45
     for w in workers:
         w.communicate(timeout=20)
 
@@ -231,9 +239,8 @@ def test_the_spawn_ramp_is_warmup_and_requests_stops_at_exactly_n(
     assert bench["profile"]["warmup_s"] == 1.0 and bench["profile"]["requests"] == 61
     s = bench["summary"]
     assert s["requests"]["completed"] == 61 and s["ttft_ms"]["count"] == 61  # warm-up left out
-    true_ttft = np.mean([(truth[r["response_id"]]["first_token_ns"] - truth[r["response_id"]]["received_ns"]) / 1e6
-                         for r in measured])
-    assert s["ttft_ms"]["mean"] == pytest.approx(true_ttft, abs=3.0)
+    assert_explained("TTFT", s["ttft_ms"]["mean"], pairs_by_worker(out, sim), first_token,
+                     lambda p: p.sim["first_token_ns"])
     first_sent = min(r["sent_ns"] for r in measured)
     assert s["window_s"] == pytest.approx((max(r["end_ns"] for r in measured) - first_sent) / 1e9,
                                           abs=0.01)
@@ -268,7 +275,9 @@ def test_concurrency_stages_change_the_users_and_label_each_request(
     # simulator's own gaps (Locust's worker used to block ~0.1 s on every spawn message, see _cache_default_args)
     extra_ms = [(np.diff(r["chunk_offsets_ns"]).max() - np.diff(truth[r["response_id"]]["chunk_ns"]).max()) / 1e6
                 for r in ok if r["stage"] == "low"]
-    assert max(extra_ms) < 40, sorted(extra_ms)[-5:]
+    # (beyond the p99 chunk delivery lag of the whole run: a loaded machine stalls any process now and then)
+    lags = np.concatenate([p.client_chunks - p.sim_chunks for p in pairs_by_worker(out, sim)]) / 1e6
+    assert max(extra_ms) < 40 + float(np.percentile(lags, 99)), sorted(extra_ms)[-5:]
     # the stages ran back to back for their 4 s (Locust ticks once a second: a stage starts up to 1 s late)
     sent = sorted(r["sent_ns"] for r in recs)
     assert 3.0e9 < sent[-1] - sent[0] < 5.5e9
@@ -281,14 +290,14 @@ def test_an_unreachable_target_fails_the_run_with_its_reason_and_no_traceback(
     port, dead = free_port(), free_port()  # nothing listens on `dead`
     out = tmp_path / "fleet"
     master = tokspeed("locust", "master", "--target", f"http://127.0.0.1:{dead}/v1", "--out", str(out), "--users", "2",
-                      "--duration", "20s", "--expect-workers", "1", "--bind", "127.0.0.1", "--port", str(port))
+                      "--duration", "90s", "--expect-workers", "1", "--bind", "127.0.0.1", "--port", str(port))
     procs.append(master)
     worker = tokspeed("locust", "worker", "--master", "127.0.0.1", "--port", str(port))
     procs.append(worker)
     t0 = time.monotonic()
-    w_out, _ = worker.communicate(timeout=30)
-    m_out, _ = master.communicate(timeout=30)
-    assert time.monotonic() - t0 < 15  # the master did not wait out --duration
+    w_out, _ = worker.communicate(timeout=60)
+    m_out, _ = master.communicate(timeout=60)
+    assert time.monotonic() - t0 < 45  # the master did not wait out --duration (start-up: ~10 s loaded)
     assert "Traceback" not in w_out and "Traceback" not in m_out, w_out + m_out
     errors = [line for line in w_out.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and f"cannot reach http://127.0.0.1:{dead}/v1/models" in errors[0], w_out
