@@ -117,9 +117,14 @@ class Pair:
 
     @property
     def sim_late_ns(self) -> np.ndarray:
-        """How late the simulator wrote each chunk after it was due (its timers, on this machine)."""
-        due = np.cumsum(self.sim["chunk_tokens"]) - 1  # the chunk's last token
-        return self.sim_chunks - (int(self.sim["start_ns"]) + int(self.sim["prefill_ns"]) + due * int(self.sim["itl_ns"] or 0))
+        return sim_late_ns(self.sim)
+
+
+def sim_late_ns(entry: dict[str, Any]) -> np.ndarray:
+    """How late the simulator wrote each chunk of a logged response after it was due (its timers, on this machine)."""
+    last_token = np.cumsum(entry["chunk_tokens"]) - 1
+    due = int(entry["start_ns"]) + int(entry["prefill_ns"]) + last_token * int(entry["itl_ns"] or 0)
+    return np.asarray(entry["chunk_ns"], dtype=np.int64) - due
 
 
 def pairs(out: Path, sim: SimServer) -> list[Pair]:
