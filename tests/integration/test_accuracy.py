@@ -63,10 +63,13 @@ def assert_causal(ps: list[Pair]) -> None:
         assert p.c("sent_ns") <= p.sim["received_ns"]
         assert len(p.client_chunks) == len(p.sim_chunks)
         assert (p.client_chunks >= p.sim_chunks).all()
-        # and it saw each chunk promptly: within 5 ms of the server's write, beyond however late
-        # this machine ran the server's own timers for that response (its log says when each
-        # chunk was due). A client holding chunks back lags by multiples of the ITL, loaded or not
-        assert np.median(p.client_chunks - p.sim_chunks) < 5 * MS + max(0.0, float(np.median(p.sim_late_ns)))
+    # and it saw the chunks promptly: the run's median lag within 5 ms of the server's writes,
+    # beyond the median lateness of the server's own timers in the run. A client holding chunks
+    # back lags by multiples of the ITL in every response; a loaded machine stalls a few whole
+    # responses (110 ms medians seen at load average 12), so the run's median, not each one's
+    lags = np.concatenate([p.client_chunks - p.sim_chunks for p in ps])
+    late = np.concatenate([p.sim_late_ns for p in ps])
+    assert np.median(lags) < 5 * MS + max(0.0, float(np.median(late))), np.median(lags) / MS
 
 
 def assert_explained(name: str, reported_ms: float, ps: list[Pair], client_ns: Callable[[Pair], int],
