@@ -132,12 +132,8 @@ def capacity_search(
         first = min(first, max_value)
     try:
         low, high, stop = yield from _bracket(probe, first, max_probes, integer, max_value, lowest)
-    except SearchEnded as ended:
-        low, high = bracket(probes)
-        return Capacity(low=low, high=high, precision=precision, probes=probes, stopped_by=str(ended))
-    if stop:
-        return Capacity(low=low, high=high, precision=precision, probes=probes, stopped_by=stop)
-    try:
+        if stop:
+            return Capacity(low=low, high=high, precision=precision, probes=probes, stopped_by=stop)
         low, high = yield from _bisect(probe, probes, low, high, precision, max_probes, integer)
     except SearchEnded as ended:
         low, high = bracket(probes)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tokspeed.metrics.schema import Throughput
 from tokspeed.records import RequestRecord, Status
 
 NS_PER_S = 1_000_000_000
@@ -93,3 +94,10 @@ class SustainedWindow:
             return None
         seconds = window / NS_PER_S
         return Sustained(completed / seconds, arrived / seconds, seconds, completed, arrived)
+
+
+def window_arrivals(t: Throughput) -> int | None:
+    """How many requests arrived in a summary's steady window (None without one)."""
+    if t.window_arrivals_per_s is None or not t.sustained_window_s:
+        return None
+    return round(t.window_arrivals_per_s * t.sustained_window_s)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from tokspeed.config import RunConfig
 from tokspeed.diagnosis.digest import PointDigest, digest_point
 from tokspeed.load.capacity import keep_up_slack
+from tokspeed.metrics.sustained import window_arrivals
 from tokspeed.records import Anomaly, RequestRecord, TokenSource
 from tokspeed.results import Benchmark
 
@@ -118,8 +119,7 @@ def _not_steady(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
     t = b.summary.throughput
     if b.summary.schedule is None or t.sustained_requests_per_s is None or not t.window_arrivals_per_s:
         return None
-    arrived = round(t.window_arrivals_per_s * (t.sustained_window_s or 0))
-    if t.sustained_requests_per_s >= (1 - keep_up_slack(arrived)) * t.window_arrivals_per_s:
+    if t.sustained_requests_per_s >= (1 - keep_up_slack(window_arrivals(t))) * t.window_arrivals_per_s:
         return None
     return (f"the server did not keep up: it completed {t.sustained_requests_per_s:.3g} of "
             f"{t.window_arrivals_per_s:.3g} req/s arriving, so its queue grew through the point and no steady "

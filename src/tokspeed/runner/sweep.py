@@ -20,6 +20,7 @@ from tokspeed.errors import ConfigError
 from tokspeed.load.capacity import CLIENT_SHORT, Capacity, Outcome, ProbeLog, Search, bracket, judge
 from tokspeed.load.sweep import Sweep
 from tokspeed.metrics.fit import fit_line
+from tokspeed.metrics.sustained import window_arrivals
 from tokspeed.results import Benchmark, CapacityProbe, CapacityResult, SweepInfo
 from tokspeed.runner.run import LoadPoint, PointSource, SourceStopped, Workload
 
@@ -109,11 +110,10 @@ def capacity_points(
             "capacity search needs at least one percentile or run-level SLO",
             hint="e.g. --slo 'ttft_p99_ms<=500' --slo 'itl_p99_ms<=50'",
         )
-    began = time.monotonic()
     probes: list[tuple[float, Benchmark]] = []
     logs: list[ProbeLog] = []
     first = 0
-    spent = _Spent(began)
+    spent = _Spent(time.monotonic())
     try:
         floor: float | None = None
         if start is None and by == "rate":
@@ -121,11 +121,10 @@ def capacity_points(
             cfg = point_config(base, _baseline_overrides(base, settings))
             baseline = yield LoadPoint("baseline: synchronous", cfg, *build(cfg))
             spent.add(baseline)
-            if not _outcome(baseline, "rate", None).passed:
-                why = _outcome(baseline, "rate", None).reason
-                return _result(by, slos, probes, logs, first, base, spent, "baseline",
-                               f"no load meets the SLOs: even one request at a time {why}",
-                               settings_precision=settings.precision)
+            verdict = _outcome(baseline, "rate", None)
+            if not verdict.passed:
+                return _result(by, slos, probes, logs, first, base, spent, settings.precision, "baseline",
+                               f"no load meets the SLOs: even one request at a time {verdict.reason}")
             one_stream = baseline.summary.throughput.requests_per_s
             start = 2 * one_stream if one_stream else None  # one stream's rate always "keeps up": begin above it
             floor = one_stream / 8 if one_stream else None
@@ -134,24 +133,24 @@ def capacity_points(
         while True:
             length = _probe_seconds(by, value, settings)
             if settings.max_time_s is not None and spent.seconds() + length > settings.max_time_s:
-                return _result(by, slos, probes, logs, first, base, spent, "budget",
-                               f"the search's --max-time ({settings.max_time_s:g} s) ran out",
-                               settings_precision=settings.precision)
+                return _result(by, slos, probes, logs, first, base, spent, settings.precision, "budget",
+                               f"the search's --max-time ({settings.max_time_s:g} s) ran out")
             cfg = point_config(base, _probe_overrides(by, value, settings, base.seed + len(probes) + 1))
             label = f"probe {value:.4g}/s" if by == "rate" else f"probe concurrency {int(value)}"
             bench = yield LoadPoint(label, cfg, *build(cfg))
             spent.add(bench)
             probes.append((value, bench))
             outcome = _outcome(bench, by, value)
-            logs.append(ProbeLog(rate=value, passed=judge(outcome, value).passed, reason=judge(outcome, value).reason))
+            judged = judge(outcome, value)  # as the search will judge it: kept for a search stopped early
+            logs.append(ProbeLog(rate=value, passed=judged.passed, reason=judged.reason))
             try:
                 value = search.send(outcome)
             except StopIteration as stop:
                 cap: Capacity = stop.value
-                return _result(by, slos, probes, cap.probes, first, base, spent, cap.stopped_by, "", cap)
+                return _result(by, slos, probes, cap.probes, first, base, spent, settings.precision,
+                               cap.stopped_by, "", cap)
     except SourceStopped:
-        return _result(by, slos, probes, logs, first, base, spent, "interrupted", "",
-                       settings_precision=settings.precision)
+        return _result(by, slos, probes, logs, first, base, spent, settings.precision, "interrupted", "")
 
 
 @dataclass
@@ -195,8 +194,6 @@ def _outcome(bench: Benchmark, by: str, asked: float | None) -> Outcome:
     if not failed and not s.requests.completed:
         reason = "no request completed"
     t = s.throughput
-    window = t.sustained_window_s
-    arrived = round(t.window_arrivals_per_s * window) if t.window_arrivals_per_s is not None and window else None
     sent = s.schedule.sent_requests_per_s if s.schedule is not None else None
     limited = by == "rate" and asked is not None and sent is not None and sent < CLIENT_SHORT * asked
     if limited:
@@ -206,7 +203,7 @@ def _outcome(bench: Benchmark, by: str, asked: float | None) -> Outcome:
         achieved_rate=t.sustained_requests_per_s if by == "rate" else None,
         reason=reason,
         offered_rate=t.window_arrivals_per_s if by == "rate" else None,
-        arrived=arrived,
+        arrived=window_arrivals(t),
         client_limited=limited,
     )
 
@@ -223,14 +220,13 @@ def _result(
     first: int,
     base: RunConfig,
     spent: _Spent,
+    precision: float,
     stopped_by: str,
     finding: str,
     cap: Capacity | None = None,
-    settings_precision: float = 0.05,
 ) -> dict[str, Any]:
     logs = logs[: len(probes)]
     low, high = (cap.low, cap.high) if cap is not None else bracket(logs)
-    precision = cap.precision if cap is not None else settings_precision
     models = [
         CapacityProbe(value=v, passed=log.passed, reason=log.reason, benchmark=first + i,
                       offered_requests_per_s=b.summary.throughput.window_arrivals_per_s,
