@@ -40,6 +40,7 @@ FILES: dict[str, bytes] = {
 
 # (id, arguments, exit code, text the Error: line must contain); {sim}, {refused}, {dir} are filled in
 CASES: list[tuple[str, list[str], int, str]] = [
+    ("warmup-neither-count-nor-duration", ["--warmup", "abc"], 2, "not a request count nor a duration"),
     ("dataset-bad-json", ["--dataset", "{dir}/bad.json"], 2, "not valid JSON"),
     ("dataset-empty", ["--dataset", "{dir}/empty.json"], 2, "empty"),
     ("dataset-blank-lines", ["--dataset", "{dir}/blank.txt"], 2, "empty"),

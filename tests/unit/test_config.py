@@ -81,3 +81,11 @@ def test_headers_and_extra_body() -> None:
     assert _json_object('{"ignore_eos": true}') == {"ignore_eos": True}
     with pytest.raises(ConfigError):
         _json_object("[1]")
+
+
+def test_rate_inf_needs_a_request_count() -> None:
+    with pytest.raises(ValueError, match="--rate inf sends a request count"):
+        RunConfig(profile="rate", rate=float("inf"), duration_s=5.0)
+    cfg = RunConfig(profile="rate", rate=float("inf"), requests=40, max_concurrency=8)
+    assert cfg.streams == 8 and RunConfig(profile="rate", rate=float("inf"), requests=40).streams == 40
+    assert cfg.redacted_dump()["rate"] == "inf"  # JSON has no infinity; "inf" validates back

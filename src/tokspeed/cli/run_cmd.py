@@ -343,7 +343,11 @@ def warmup_fields(text: str | None) -> dict[str, Any]:
     raw = text.strip()
     if raw.isdigit():
         return {"warmup": int(raw)}
-    seconds = parse_duration(raw)
+    try:
+        seconds = parse_duration(raw)
+    except ConfigError as exc:
+        raise ConfigError(f"--warmup {text!r}: not a request count nor a duration",
+                          hint="--warmup 16 (requests, run and drained) or --warmup 10s (the load held that long)") from exc
     if seconds <= 0:
         raise ConfigError(f"--warmup {text!r}: a duration must be positive", hint="--warmup 0 runs no warm-up")
     return {"warmup_s": seconds}
