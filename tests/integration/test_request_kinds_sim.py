@@ -75,12 +75,17 @@ def test_images_add_their_prefill_to_ttft(start_sim: Callable[..., SimServer], t
     client_ttft = np.array([(p.client["first_token_ns"] - p.client["sent_ns"]) / MS for p in truth])
     true_ttft = np.array([(p.sim["first_token_ns"] - p.sim["received_ns"]) / MS for p in truth])
     assert np.median(np.abs(client_ttft - true_ttft)) < 3.0
-    # across the two runs TTFT rose by the image prefill, plus the upload and parse of the images
-    # (2 × 0.2–1.2 MB of base64 over loopback: a few ms at most)
-    # medians: every prompt has the same length, and one scheduling stall must not move the figure
+    # across the two runs TTFT rose by what the server spent: the image prefill it was told to charge,
+    # plus reading and parsing 2 × 0.2–1.2 MB of base64 (a few ms idle, 6+ ms on 2 loaded cores, so
+    # that part is judged against the simulator's own clock, not a fixed allowance).
+    # Medians: every prompt has the same length, and one scheduling stall must not move the figure.
     ttft = lambda res: res["benchmarks"][0]["summary"]["ttft_ms"]["p50"]
     rise, prefill = ttft(with_images) - ttft(plain), image_tokens * PREFILL_US / 1000
-    assert prefill - 1.0 <= rise <= prefill + 6.0, (rise, prefill)
+    plain_truth = pairs(tmp_path / "plain", sim)
+    true_plain = np.array([(p.sim["first_token_ns"] - p.sim["received_ns"]) / MS for p in plain_truth])
+    true_rise = float(np.median(true_ttft) - np.median(true_plain))
+    assert true_rise >= prefill - 0.5, (true_rise, prefill)  # the simulator did charge the image tokens
+    assert abs(rise - true_rise) < 3.0, (rise, true_rise, prefill)  # and the client saw what it charged
 
 
 def test_images_refused_for_completions_and_in_process_targets(tmp_path: Path) -> None:
