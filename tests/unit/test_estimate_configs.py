@@ -60,6 +60,19 @@ def test_gpt_oss_parameters_match_the_model_card(name: str, total: float, active
     assert m.active_params - m.embedding_params == pytest.approx(active, rel=0.02)
 
 
+def test_deepseek_counts_activated_parameters_without_the_input_embedding() -> None:
+    """DeepSeek-V3's weight notes (as quoted in tenstorrent/tt-metal's README_WEIGHTS.md): 36.6B activated,
+    "including 0.9B for the output Head", i.e. without the 0.9B input embedding. DeepSeek-V2-Lite (the
+    V2 paper): 15.7B total, 2.4B activated; by hand 27 × 13.76M attention + one dense MLP 67.2M + 26 MoE
+    layers × (6 routed + 2 shared) × 8.65M + the 0.21B head = 2.45B, which the paper gives to 0.1B."""
+    v3 = _model("deepseek-v3")
+    assert v3.active_params - v3.embedding_params == pytest.approx(36.6e9, rel=0.01)
+    lite = _model("deepseek-v2-lite")  # MLA without a q bottleneck (no q_lora_rank)
+    assert lite.total_params == pytest.approx(15.7e9, rel=0.02)
+    assert lite.attention_params_per_layer == 2048 * 16 * 192 + 2048 * 576 + 512 * 16 * 256 + 16 * 128 * 2048
+    assert lite.active_params - lite.embedding_params == pytest.approx(2.45e9, rel=0.01)
+
+
 def test_the_issue_s_wrong_moe_sizes_are_gone() -> None:
     """Issue 24: Qwen3-30B-A3B came out 233.5B / 16.0B (it read intermediate_size for the experts) and
     Qwen1.5-MoE-A2.7B 50.9B; DeepSeek-V3 6,204B."""
@@ -86,6 +99,7 @@ KV_FULL = [
     ("qwen3-235b-a22b", 2 * 94 * 4 * 128 * 2),  # 192,512
     ("mixtral-8x7b", 2 * 32 * 8 * 128 * 2),  # 131,072
     ("deepseek-v3", (512 + 64) * 61 * 2),  # 70,272: MLA caches the latent and the rope key, no heads
+    ("deepseek-v2-lite", (512 + 64) * 27 * 2),  # 31,104
     ("gpt-oss-20b", 2 * 24 * 8 * 64 * 2),  # 49,152
     ("gpt-oss-120b", 2 * 36 * 8 * 64 * 2),  # 73,728
     ("gemma-3-27b-it", 2 * 62 * 16 * 128 * 2),  # 507,904
@@ -259,3 +273,13 @@ def test_a_multimodal_wrapper_passes_its_quantization_and_tied_flag_to_the_text_
     m = spec_from_config(cfg)
     assert m.tied_embeddings and m.quantization is not None and m.quantization.method == "fp8"
     assert kv_profile(m, "bf16").full_bytes_per_token == 131_072
+
+
+def test_an_explicit_mxfp4_covers_every_layer_of_a_dense_model() -> None:
+    """MXFP4 on the experts only is how gpt-oss ships; a dense model has no experts, so --weights mxfp4
+    packs every layer matrix (it sized Llama-3.1-8B as bf16, 16.06 GB, before)."""
+    llama = _model("llama-3.1-8b")
+    rest = llama.total_params - llama.linear_params
+    assert weight_bytes(llama, "mxfp4") == pytest.approx(llama.linear_params * 0.53125 + 2 * rest)
+    oss = _model("gpt-oss-20b")
+    assert weight_bytes(oss, "mxfp4") == weight_bytes(oss, "auto")

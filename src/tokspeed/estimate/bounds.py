@@ -80,7 +80,8 @@ def weight_format(model: ModelSpec, weights: str) -> WeightFormat:
     if weights != "auto":
         if weights not in WEIGHT_BYTES:
             raise ConfigError(f"unknown weight format {weights!r}", hint=f"one of auto, {', '.join(WEIGHT_BYTES)}")
-        return WeightFormat(weights, WEIGHT_BYTES[weights], COMPUTE_DTYPE[weights], experts_only=weights == "mxfp4")
+        experts_only = weights == "mxfp4" and model.is_moe  # MXFP4 as gpt-oss ships it; a dense model: every layer
+        return WeightFormat(weights, WEIGHT_BYTES[weights], COMPUTE_DTYPE[weights], experts_only=experts_only)
     q = model.quantization
     if q is None:
         return WeightFormat("bf16", WEIGHT_BYTES["bf16"], "bf16", source="default")
