@@ -283,3 +283,18 @@ def test_an_explicit_mxfp4_covers_every_layer_of_a_dense_model() -> None:
     assert weight_bytes(llama, "mxfp4") == pytest.approx(llama.linear_params * 0.53125 + 2 * rest)
     oss = _model("gpt-oss-20b")
     assert weight_bytes(oss, "mxfp4") == weight_bytes(oss, "auto")
+
+
+def test_tensor_parallel_kv_copies_when_gpus_outnumber_kv_heads_and_for_mla() -> None:
+    """vLLM splits the cache by KV head and copies a head when there are fewer heads than GPUs:
+    N × max(1, kv_heads ÷ N) heads in all. MLA's latent has no heads: each GPU holds all of it."""
+    from tokspeed.estimate.bounds import kv_copies
+
+    qwen3, llama, ds = _model("qwen3-30b-a3b"), _model("llama-3.1-8b"), _model("deepseek-v3")
+    assert [kv_copies(qwen3, n) for n in (1, 2, 4, 8)] == [1, 1, 1, 2]  # 4 KV heads: 8 GPUs hold 8
+    assert [kv_copies(llama, n) for n in (1, 8)] == [1, 1]  # 8 KV heads: one each
+    assert kv_copies(ds, 8) == 8
+    # DeepSeek-V3 on 8 × H200: the 400 GB budget holds each token 8 times over (70,272 B a copy)
+    plan = memory_plan(ds, load_gpu("h200"), weights="auto", kv="bf16", gpus=8, sequence_tokens=4096)
+    assert plan.max_sequences(4096) == int(plan.kv_budget_bytes // (8 * 70_272 * 4096))
+    assert plan.kv_cache_tokens == int(plan.kv_budget_bytes // (8 * 70_272))

@@ -18,6 +18,11 @@ s = bytes per token of the sliding-window layers (window W):
     per layer and token: 2 × kv_heads × head_dim × KV bytes   (GQA/MHA: K and V)
                          (kv_lora_rank + qk_rope_head_dim) × KV bytes   (MLA: the latent, no heads)
 
+Under tensor parallelism over N GPUs the cache is split by KV head, and a head is copied when there
+are fewer heads than GPUs: the GPUs together hold N × max(1, kv_heads ÷ N) heads (vLLM's rule), so
+copies = N × max(1, kv_heads ÷ N) ÷ kv_heads. MLA's latent has no heads: every GPU holds all of it,
+copies = N. The memory plan and each step's KV reads count every copy.
+
 A step is bounded by whichever is slower: moving its bytes through memory (bytes ÷ bandwidth)
 or doing its FLOPs (FLOPs ÷ dense peak); real engines run slower, never faster. Tensor
 parallelism over N GPUs multiplies memory, bandwidth and compute by N and adds the all-reduces
@@ -148,9 +153,20 @@ class KVProfile:
         return self.sequence_bytes(tokens) / tokens if tokens > 0 else self.full_bytes_per_token
 
 
-def kv_profile(model: ModelSpec, kv: str) -> KVProfile:
-    """Each layer's cached bytes per token (see the module docstring), split into global and windowed layers."""
-    per_layer = model.kv_elements_per_token_per_layer * KV_BYTES[kv]
+def kv_copies(model: ModelSpec, gpus: int) -> float:
+    """How many copies of each token's KV N tensor-parallel GPUs hold: N × max(1, kv_heads ÷ N) ÷ kv_heads
+    (1 while every GPU has its own heads), N for MLA."""
+    if gpus <= 1:
+        return 1.0
+    if model.is_mla:
+        return float(gpus)
+    return gpus * max(1, model.num_kv_heads // gpus) / model.num_kv_heads
+
+
+def kv_profile(model: ModelSpec, kv: str, gpus: int = 1) -> KVProfile:
+    """Each layer's cached bytes per token (see the module docstring), split into global and windowed
+    layers, summed over the copies `gpus` tensor-parallel GPUs hold."""
+    per_layer = model.kv_elements_per_token_per_layer * KV_BYTES[kv] * kv_copies(model, gpus)
     return KVProfile(per_layer * model.global_layers, per_layer * model.window_layers, model.sliding_window)
 
 
@@ -166,7 +182,7 @@ class MemoryPlan:
     """How the GPU memory divides: usable = memory × utilization; KV budget = usable − weights − reserve.
 
     `kv_bytes_per_token` is the mean over a sequence of `sequence_tokens` (the workload's), which for
-    sliding-window models falls as sequences grow."""
+    sliding-window models falls as sequences grow, and counts every tensor-parallel copy (`kv_copies`)."""
 
     memory_bytes: float
     usable_bytes: float
@@ -175,6 +191,7 @@ class MemoryPlan:
     kv_bytes_per_token: float
     kv: KVProfile | None = None
     sequence_tokens: int = 0
+    kv_copies: float = 1.0
 
     @property
     def kv_budget_bytes(self) -> float:
@@ -210,7 +227,7 @@ def memory_plan(
 ) -> MemoryPlan:
     """Size the KV cache as vLLM does: of memory × gpu_memory_utilization, what weights and the reserve leave."""
     memory = gpu.memory_bytes * gpus
-    profile = kv_profile(model, kv)
+    profile = kv_profile(model, kv, gpus)
     return MemoryPlan(
         memory_bytes=memory,
         usable_bytes=memory * utilization,
@@ -219,6 +236,7 @@ def memory_plan(
         kv_bytes_per_token=profile.bytes_per_token(sequence_tokens) if sequence_tokens else profile.full_bytes_per_token,
         kv=profile,
         sequence_tokens=sequence_tokens or 0,
+        kv_copies=kv_copies(model, gpus),
     )
 
 
@@ -308,8 +326,9 @@ def engine_step(
     context_tokens: float = 0.0,
 ) -> Step:
     """A step that prefills one prompt of `prompt_tokens` and decodes `decode_sequences` sequences at
-    `context_tokens` each. Bytes: the weights read once + KV read by the decodes + KV written by the prompt."""
-    profile = kv_profile(model, kv)
+    `context_tokens` each. Bytes: the weights read once + KV read by the decodes + KV written by the prompt
+    (every tensor-parallel copy of it)."""
+    profile = kv_profile(model, kv, gpus)
     tokens = prompt_tokens + round(decode_sequences)
     flops = prefill_flops(model, prompt_tokens) + decode_flops(model, decode_sequences, context_tokens)
     moved = (

@@ -39,8 +39,12 @@ def render_estimate(est: Estimate) -> RenderableType:
     )
     window = ""
     if m.sliding_window and mem.kv is not None:
-        window = (f" at {w.sequence_tokens:,} tokens ({mem.kv.full_bytes_per_token:,.0f} within the "
+        window = (f" at {w.sequence_tokens:,} tokens ({mem.kv.full_bytes_per_token / mem.kv_copies:,.0f} within the "
                   f"{m.sliding_window:,}-token window of {m.window_layers} of {m.num_layers} layers)")
+    copies = ""
+    if mem.kv_copies > 1:
+        held = "every GPU holds the whole MLA latent" if m.is_mla else f"{m.num_kv_heads} KV heads over {w.gpus} GPUs"
+        copies = f", × {mem.kv_copies:g} copies ({held})"
     lines: list[RenderableType] = [
         head,
         Text(
@@ -49,7 +53,7 @@ def render_estimate(est: Estimate) -> RenderableType:
             f"KV cache {mem.kv_budget_bytes / 1e9:.1f} GB"
         ),
         Text(
-            f"KV cache: {mem.kv_bytes_per_token:,.0f} bytes/token{window} → {mem.kv_cache_tokens:,} tokens → "
+            f"KV cache: {mem.kv_bytes_per_token / mem.kv_copies:,.0f} bytes/token{window}{copies} → {mem.kv_cache_tokens:,} tokens → "
             f"{est.max_concurrent_sequences:,} concurrent sequences of {w.sequence_tokens:,} tokens"
             + (f", {mem.max_sequences(w.max_model_len):,} of --max-model-len {w.max_model_len:,}" if w.max_model_len else "")
         ),
