@@ -298,3 +298,7 @@ def test_tensor_parallel_kv_copies_when_gpus_outnumber_kv_heads_and_for_mla() ->
     plan = memory_plan(ds, load_gpu("h200"), weights="auto", kv="bf16", gpus=8, sequence_tokens=4096)
     assert plan.max_sequences(4096) == int(plan.kv_budget_bytes // (8 * 70_272 * 4096))
     assert plan.kv_cache_tokens == int(plan.kv_budget_bytes // (8 * 70_272))
+
+
+def test_the_weight_format_is_named_in_the_header() -> None:
+    assert weight_format(_model("gpt-oss-120b"), "auto").name == "mxfp4 experts"

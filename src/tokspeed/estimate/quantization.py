@@ -53,7 +53,7 @@ def quantization_from_config(cfg: dict[str, Any]) -> Quantization | None:
         return Quantization(method, "fp8", 1.0, compute="fp8")
     if method == "mxfp4":
         experts_only = "attn" in skipped  # gpt-oss keeps attention, router, embeddings and head in bf16
-        return Quantization(method, "mxfp4 (4 bits + an 8-bit scale per 32)", 0.5 + 1 / 32, experts_only=experts_only)
+        return Quantization(method, "mxfp4 experts" if experts_only else "mxfp4", 0.5 + 1 / 32, experts_only=experts_only)
     if method == "bitsandbytes":
         if q.get("load_in_4bit"):
             return Quantization(method, "bitsandbytes nf4", 0.5 + 4 / 64)  # an fp32 absmax per 64 weights
