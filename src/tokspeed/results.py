@@ -55,6 +55,7 @@ RunStatus = Literal["running", "complete", "interrupted", "failed"]
 class IterationResult(BaseModel):
     iteration: int
     summary: Summary
+    partial: bool = Field(False, description="cut short (the run stopped during it): left out of across_iterations")
 
 
 class Benchmark(BaseModel):

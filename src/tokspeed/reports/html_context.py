@@ -19,7 +19,7 @@ from tokspeed.metrics.samples import request_samples
 from tokspeed.metrics.stats import Distribution
 from tokspeed.records import RequestRecord
 from tokspeed.reports import figures as fg
-from tokspeed.reports.compare_text import bench_title, highlights, row
+from tokspeed.reports.compare_text import HEADERS, LEGEND, bench_title, highlights, method_note, row
 from tokspeed.reports.diagnosis_text import evidence_text, where
 from tokspeed.reports.groups_text import group_lines
 from tokspeed.reports.headline import headlines
@@ -195,7 +195,7 @@ def comparison_context(c: Comparison, runs: Sequence[RunData]) -> dict[str, Any]
         for i, b in enumerate(run_cmp.benchmarks):
             sections.append({
                 "title": bench_title(c, run_cmp, b),
-                "headers": ["metric", c.base.label, run_cmp.run.label, "Δ", "ratio (95% CI)", "p", "verdict"],
+                "headers": [h.format(base=c.base.label, other=run_cmp.run.label) for h in HEADERS],
                 "rows": [{"cells": row(m), "verdict": m.verdict} for m in b.metrics],
                 "sentences": highlights(b),
                 "differences": run_cmp.differences if i == 0 else [],
@@ -217,6 +217,8 @@ def comparison_context(c: Comparison, runs: Sequence[RunData]) -> dict[str, Any]
         "sections": sections,
         "charts": [ch for ch in charts if ch is not None],
         "settings": c.settings,
+        "legend": LEGEND,
+        "method": method_note(c),
         "figures_json": figs.json(),
         "tool": "tokspeed",
     }
