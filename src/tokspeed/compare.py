@@ -22,6 +22,7 @@ workload, target or load differ are flagged in `differences`, never silently com
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -58,6 +59,9 @@ THROUGHPUT = ("output_tokens_per_s", "requests_per_s")
 WORKLOAD_KEYS = ("dataset", "api", "stream", "output_tokens", "input_tokens", "extra_body", "include_usage", "profile")
 LOAD_KEYS = {"concurrency": ("concurrency",), "rate": ("rate", "arrival", "burstiness", "max_concurrency")}
 TARGET_KEYS = ("kind", "url", "model", "api")
+# a single run's quantile is bootstrapped only with this many values beyond it (p99: 300 values):
+# with fewer, p99 is the run's largest value or two, and resampling the largest value is no test
+MIN_BEYOND = 3
 LENGTH_TOLERANCE = 0.05  # output or prompt lengths whose mean or median differ by more: flagged
 # what a difference undermines, said after it
 UNDERMINES = {
@@ -280,14 +284,42 @@ def _latency_evidence(m: Metric, b: _Side, o: _Side, base_v: float | None, other
         test = welch_log_ratio(xs, ys, other_v / base_v)
         if test is not None:
             return Evidence(test.ci, test.p_value, "welch-iterations")
-    floor = cfg.noise_floor(m)
+    floor, why = _single_run_noise(m, b.bench, o.bench, base_v, cfg)
     if b.samples is None or o.samples is None:
         return Evidence(None, None, "none", "no per-request samples (requests.jsonl missing or not attributable)")
+    short = [n for n in (b.samples.values(m.family)[0], o.samples.values(m.family)[0])
+             if np.count_nonzero(~np.isnan(n)) * (1.0 - m.quantile / 100.0) < MIN_BEYOND]
+    if short:
+        need = math.ceil(MIN_BEYOND / (1.0 - m.quantile / 100.0))
+        return Evidence(None, None, "none", f"too few values beyond p{m.quantile:g} to test it "
+                        f"(needs ≥ {need:,} {m.label.split()[0]} values per run, or --iterations on both)")
     column = _quantiles(m.family).index(m.quantile)
     test = bootstrap_ratio(b.boot[m.family][:, column], o.boot[m.family][:, column])
     if test is None:
         return Evidence(None, None, "none", f"too few {m.label.split()[0]} values to test")
-    return Evidence(test.ci, test.p_value, "bootstrap", noise_floor=floor)
+    return Evidence(test.ci, test.p_value, "bootstrap", noise_floor=floor, noise_basis=why)
+
+
+def _single_run_noise(m: Metric, b: Benchmark, o: Benchmark, base_v: float | None,
+                      cfg: CompareSettings) -> tuple[float | None, str | None]:
+    """The relative change a latency row must exceed between single runs, and what set it.
+
+    The largest of: the documented relative floor for the quantile; the absolute floor
+    (`single_run_noise_ms`) relative to the base value; and the two runs' own client lag
+    (the sum of their p99 lateness, ms, relative to the base value): a run's latencies can
+    carry up to its client's delay, which varies from run to run on a busy machine.
+    """
+    floor = cfg.noise_floor(m)
+    if floor is None:
+        return None, None
+    candidates = [(floor, f"the documented {floor:.0%} for p{m.quantile:g}")]
+    if base_v:
+        candidates.append((cfg.single_run_noise_ms / base_v, f"the documented {cfg.single_run_noise_ms:g} ms"))
+        lags = [s.lateness_ms.p99 for s in (b.summary, o.summary) if s.lateness_ms.p99 is not None]
+        if lags:
+            candidates.append((sum(lags) / base_v,
+                               f"the two runs' client lag, p99 lateness {' + '.join(f'{v:.3g}' for v in lags)} ms"))
+    return max(candidates, key=lambda c: c[0])
 
 
 def _throughput_evidence(m: Metric, b: Benchmark, o: Benchmark, base_v: float | None, other_v: float | None) -> Evidence:

@@ -27,6 +27,7 @@ class Evidence:
     note: str | None = None  # why there is no test, when there is none
     p_adjusted: float | None = None  # over the benchmark's metrics; the verdict's p when set
     noise_floor: float | None = None  # single runs: |ratio − 1| below it is inconclusive
+    noise_basis: str | None = None  # what set the floor
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +97,8 @@ def sentence(f: Finding, v: Verdict, other: str, base: str, cfg: CompareSettings
         return f"{other}: {m.label} no significant difference from {base} ({ratio:.3f}×{interval}, {shown_p})"
     claim = f"{other}: {m.label} {size} {direction} than {base} ({shown_p})"
     if v == "inconclusive":
-        return (f"{claim}, within the {e.noise_floor:.0%} run-to-run noise of single runs: "
+        basis = f" ({e.noise_basis})" if e.noise_basis else ""
+        return (f"{claim}, within the {e.noise_floor:.0%} run-to-run noise of single runs{basis}: "
                 f"inconclusive — repeat both with --iterations 3 or more")
     return f"{claim}, below the {cfg.min_effect:.0%} that counts: negligible" if v == "negligible" else claim
 

@@ -76,13 +76,16 @@ def test_a_twice_faster_run_is_called_faster_with_the_right_ratio() -> None:
 
 
 def test_same_distribution_is_no_significant_difference() -> None:
-    a = np.random.default_rng(1).normal(40.0, 5.0, 150)
-    b = np.random.default_rng(2).normal(40.0, 5.0, 150)
+    a = np.random.default_rng(1).normal(40.0, 5.0, 300)
+    b = np.random.default_rng(2).normal(40.0, 5.0, 300)
     c = compare_runs(run("main", a), [run("pr", b)], CompareSettings(resamples=500))
     for name in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms"):
         m = metric(c, name)
         assert m.verdict == "no significant difference", m.sentence
         assert "no significant difference from main" in m.sentence
+    few = compare_runs(run("main", a[:150]), [run("pr", b[:150])], CompareSettings(resamples=500))
+    p99 = metric(few, "ttft_p99_ms")  # p99 of 150 values is the largest two: not a test
+    assert p99.verdict == "untested" and "too few values beyond p99 to test it (needs ≥ 300 TTFT values" in p99.sentence
 
 
 def test_single_iteration_throughput_claims_no_significance() -> None:
@@ -121,9 +124,9 @@ def test_results_are_deterministic_and_independent_of_other_runs() -> None:
 
 def test_runs_under_different_metric_definitions_are_flagged() -> None:
     base, other = run("main", SLOW), run("pr", SLOW)
-    assert base.result.metric_spec == "tokspeed.metrics/1"
-    other.result.metric_spec = "tokspeed.metrics/2"
-    assert differences(base, other) == ["metric definitions: tokspeed.metrics/1 in main, tokspeed.metrics/2 in pr"]
+    assert base.result.metric_spec == "tokspeed.metrics/2"
+    other.result.metric_spec = "tokspeed.metrics/1"
+    assert differences(base, other) == ["metric definitions: tokspeed.metrics/2 in main, tokspeed.metrics/1 in pr"]
 
 
 def test_different_workloads_are_flagged() -> None:

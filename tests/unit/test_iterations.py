@@ -83,3 +83,27 @@ def test_headline_metrics_present_and_missing_values_skipped() -> None:
     assert set(result.metrics) >= {"ttft_mean_ms", "ttft_p99_ms", "tpot_mean_ms", "e2e_mean_ms"}
     assert result.metrics["ttft_mean_ms"].n == 0
     assert result.metrics["output_tokens_per_s"].cv == 0.0
+
+
+def test_a_partial_last_iteration_is_marked_and_left_out_of_the_average() -> None:
+    """An interrupted run: iterations of 100, 100 and 60 requests; the third is partial, the
+    across-iteration figures are over the first two, and the printout says so."""
+    from diagnosis_builders import rec
+
+    from tokspeed.reports.summary_text import iteration_lines
+    from tokspeed.results import build_benchmark
+
+    records = []
+    for it, n, itl in ((1, 100, 2.0), (2, 100, 2.0), (3, 60, 4.0)):
+        start = len(records)
+        records += [rec(start + i, iteration=it, itl_ms=itl, start_ms=(start + i) * 100.0) for i in range(n)]
+    bench = build_benchmark("c1", {"kind": "concurrency", "concurrency": 1}, records, [])
+    assert [it.partial for it in bench.iterations] == [False, False, True]
+    a = bench.across_iterations
+    assert a is not None and a.n == 2 and a.partial == [3]
+    assert a.metrics["itl_mean_ms"].values == [2.0, 2.0]
+    lines = iteration_lines(bench)
+    assert "PARTIAL (60 requests): left out of the average" in lines[2]
+    assert lines[-1].startswith("Averaged over 2 iterations (partial iteration 3 left out): ")
+    whole = build_benchmark("c1", {"kind": "concurrency", "concurrency": 1}, records[:200], [])
+    assert not any(it.partial for it in whole.iterations) and whole.across_iterations.partial == []  # type: ignore[union-attr]

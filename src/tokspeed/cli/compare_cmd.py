@@ -48,6 +48,7 @@ def compare(
     html: Annotated[Optional[str], typer.Option("--html", metavar="FILE", help="Write a self-contained HTML comparison with overlaid CDFs (needs the 'report' extra).")] = None,
     min_effect: Annotated[str, typer.Option("--min-effect", metavar="PCT", help="Significant changes smaller than this are called negligible.")] = "1%",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap resampling.")] = 0,
+    noise_ms: Annotated[float, typer.Option("--single-run-noise-ms", metavar="MS", min=0, help="Between single runs, latency changes smaller than this are inconclusive (also smaller than 3% at p50, 10% at p99, or the runs' client lag). Lower it on an idle, dedicated client; --iterations measures the noise instead.")] = 20.0,
     resamples: Annotated[int, typer.Option("--resamples", help="Bootstrap resamples per run and metric (the smallest p-value is 2/(N + 1)).", min=500)] = 2000,
 ) -> int:
     from tokspeed.cli.report_exports import EXIT_GATE, EXIT_OK, print_gates
@@ -55,7 +56,7 @@ def compare(
     from tokspeed.comparison import CompareSettings
 
     plan = _prepare(markdown, json_out, html, fail_if or ())
-    settings = CompareSettings(seed=seed, resamples=resamples, min_effect=_fraction(min_effect))
+    settings = CompareSettings(seed=seed, resamples=resamples, min_effect=_fraction(min_effect), single_run_noise_ms=noise_ms)
     runs = load_runs([base, *others])
     comparison = compare_runs(runs[0], runs[1:], settings)
     gates = judge_gates(runs[0], runs[1:], plan.gates, comparison) if plan.gates else []

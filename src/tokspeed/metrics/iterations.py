@@ -57,6 +57,7 @@ class AcrossIterations(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     n: int  # iterations summarised
+    partial: list[int] = []  # iterations cut short and left out of these figures
     metrics: dict[str, MetricAcross]
     verdict: Verdict
     verdict_metric: str
