@@ -202,3 +202,7 @@ def test_itl_intervals_resample_requests_not_pooled_tokens() -> None:
     assert s.percentile_ci["ttft_ms"]["p50"].method == "order-statistic"  # type: ignore[union-attr]
     line = next(line for line in ci_lines(bench(records)) if line.startswith("p99 ITL"))
     assert "n=11,800 tokens of 200 requests, resampled by request)" in line
+    from tokspeed.reports.html_context import run_context  # the HTML report prints the same lines
+
+    ctx = run_context(result(bench(records)), records, "here")
+    assert line in ctx["benchmarks"][0]["lines"]

@@ -26,6 +26,7 @@ from tokspeed.reports.headline import headlines
 from tokspeed.reports.summary_text import (
     ROWS,
     STATS,
+    ci_lines,
     fmt,
     header_lines,
     iteration_lines,
@@ -123,7 +124,8 @@ def _benchmark(bench: Benchmark, records: list[RequestRecord] | None, figs: Figu
         "headlines": headlines(s),
         "rows": _metric_rows(bench),
         "stats": ["p99.9" if st == "p999" else st for st in STATS],
-        "lines": iteration_lines(bench) + totals_lines(bench) + group_lines(bench) + telemetry_lines(bench.telemetry),
+        "lines": iteration_lines(bench) + totals_lines(bench) + ci_lines(bench) + group_lines(bench)
+        + telemetry_lines(bench.telemetry),
         "slo": [{"text": v.slo, "met": v.met} for v in s.slo],
         "charts": [c for c in charts if c is not None],
         "note": note,
