@@ -284,11 +284,11 @@ def _latency_evidence(m: Metric, b: _Side, o: _Side, base_v: float | None, other
         test = welch_log_ratio(xs, ys, other_v / base_v)
         if test is not None:
             return Evidence(test.ci, test.p_value, "welch-iterations")
-    floor, why = _single_run_noise(m, b.bench, o.bench, base_v, cfg)
+    floor, floor_ms, why = _single_run_noise(m, b.bench, o.bench, base_v, cfg)
     if b.samples is None or o.samples is None:
         return Evidence(None, None, "none", "no per-request samples (requests.jsonl missing or not attributable)")
-    short = [n for n in (b.samples.values(m.family)[0], o.samples.values(m.family)[0])
-             if np.count_nonzero(~np.isnan(n)) * (1.0 - m.quantile / 100.0) < MIN_BEYOND]
+    short = [values for values in (b.samples.values(m.family)[0], o.samples.values(m.family)[0])
+             if np.count_nonzero(~np.isnan(values)) * (1.0 - m.quantile / 100.0) < MIN_BEYOND]
     if short:
         need = math.ceil(MIN_BEYOND / (1.0 - m.quantile / 100.0))
         return Evidence(None, None, "none", f"too few values beyond p{m.quantile:g} to test it "
@@ -297,29 +297,28 @@ def _latency_evidence(m: Metric, b: _Side, o: _Side, base_v: float | None, other
     test = bootstrap_ratio(b.boot[m.family][:, column], o.boot[m.family][:, column])
     if test is None:
         return Evidence(None, None, "none", f"too few {m.label.split()[0]} values to test")
-    return Evidence(test.ci, test.p_value, "bootstrap", noise_floor=floor, noise_basis=why)
+    return Evidence(test.ci, test.p_value, "bootstrap", noise_floor=floor, noise_floor_ms=floor_ms, noise_basis=why)
 
 
 def _single_run_noise(m: Metric, b: Benchmark, o: Benchmark, base_v: float | None,
-                      cfg: CompareSettings) -> tuple[float | None, str | None]:
-    """The relative change a latency row must exceed between single runs, and what set it.
+                      cfg: CompareSettings) -> tuple[float | None, float | None, str | None]:
+    """What a latency row's change must exceed between single runs: a relative floor, an
+    absolute one (ms), and the words for them.
 
-    The largest of: the documented relative floor for the quantile; the absolute floor
-    (`single_run_noise_ms`) relative to the base value; and the two runs' own client lag
-    (the sum of their p99 lateness, ms, relative to the base value): a run's latencies can
-    carry up to its client's delay, which varies from run to run on a busy machine.
+    Relative: the documented floor for the quantile. Absolute: the larger of the documented
+    `single_run_noise_ms` and the two runs' own client lag (the sum of their p99 lateness): a
+    run's latencies can carry up to its client's delay, which varies from run to run.
     """
     floor = cfg.noise_floor(m)
     if floor is None:
-        return None, None
-    candidates = [(floor, f"the documented {floor:.0%} for p{m.quantile:g}")]
-    if base_v:
-        candidates.append((cfg.single_run_noise_ms / base_v, f"the documented {cfg.single_run_noise_ms:g} ms"))
-        lags = [s.lateness_ms.p99 for s in (b.summary, o.summary) if s.lateness_ms.p99 is not None]
-        if lags:
-            candidates.append((sum(lags) / base_v,
-                               f"the two runs' client lag, p99 lateness {' + '.join(f'{v:.3g}' for v in lags)} ms"))
-    return max(candidates, key=lambda c: c[0])
+        return None, None, None
+    lags = [s.lateness_ms.p99 for s in (b.summary, o.summary) if s.lateness_ms.p99 is not None]
+    lag = sum(lags)
+    if lag > cfg.single_run_noise_ms:
+        absolute, why = lag, f"the two runs' client lag, p99 lateness {' + '.join(f'{v:.3g}' for v in lags)} ms"
+    else:
+        absolute, why = cfg.single_run_noise_ms, f"{cfg.single_run_noise_ms:g} ms"
+    return floor, absolute, f"{floor:.0%} at p{m.quantile:g} or {why}"
 
 
 def _throughput_evidence(m: Metric, b: Benchmark, o: Benchmark, base_v: float | None, other_v: float | None) -> Evidence:
@@ -364,6 +363,7 @@ def _judged(f: Finding, base_label: str, other_label: str, cfg: CompareSettings)
         p_value=e.p_value,
         p_adjusted=e.p_adjusted,
         noise_floor=e.noise_floor,
+        noise_floor_ms=e.noise_floor_ms,
         test=e.test,
         verdict=v,
         word=word(m, v),

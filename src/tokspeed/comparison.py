@@ -105,6 +105,7 @@ class MetricComparison(BaseModel):
     p_value: float | None
     p_adjusted: float | None = Field(None, description="p adjusted over the benchmark's metrics (settings.correction); the verdict's p")
     noise_floor: float | None = Field(None, description="single runs: the relative change below which a latency verdict is inconclusive")
+    noise_floor_ms: float | None = Field(None, description="single runs: the change (ms) below which a latency verdict is inconclusive")
     test: Test
     verdict: Verdict
     word: str = Field(description="the verdict in words: faster, slower, fewer errors, ...")

@@ -27,7 +27,8 @@ class Evidence:
     note: str | None = None  # why there is no test, when there is none
     p_adjusted: float | None = None  # over the benchmark's metrics; the verdict's p when set
     noise_floor: float | None = None  # single runs: |ratio − 1| below it is inconclusive
-    noise_basis: str | None = None  # what set the floor
+    noise_floor_ms: float | None = None  # single runs: |other − base| below it is inconclusive
+    noise_basis: str | None = None  # the floors in words
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,8 @@ def verdict(f: Finding, cfg: CompareSettings) -> Verdict:
     if f.ratio is not None and abs(f.ratio - 1.0) < cfg.min_effect:
         return "negligible"
     if e.noise_floor is not None and f.ratio is not None and abs(f.ratio - 1.0) < e.noise_floor:
+        return "inconclusive"
+    if e.noise_floor_ms is not None and abs(delta) < e.noise_floor_ms:
         return "inconclusive"
     return "better" if (delta < 0) == (f.metric.better == "lower") else "worse"
 
@@ -98,7 +101,7 @@ def sentence(f: Finding, v: Verdict, other: str, base: str, cfg: CompareSettings
     claim = f"{other}: {m.label} {size} {direction} than {base} ({shown_p})"
     if v == "inconclusive":
         basis = f" ({e.noise_basis})" if e.noise_basis else ""
-        return (f"{claim}, within the {e.noise_floor:.0%} run-to-run noise of single runs{basis}: "
+        return (f"{claim}, within the run-to-run noise of single runs{basis}: "
                 f"inconclusive — repeat both with --iterations 3 or more")
     return f"{claim}, below the {cfg.min_effect:.0%} that counts: negligible" if v == "negligible" else claim
 

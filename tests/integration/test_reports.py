@@ -100,7 +100,8 @@ def test_the_same_configuration_twice_is_no_significant_difference(
     data = orjson.loads(p.stdout)
     for name in ("ttft_p50_ms", "ttft_p99_ms"):
         m = metric(data, name)
-        assert m["verdict"] in ("no significant difference", "inconclusive", "negligible"), m["sentence"]
+        # p99 of 60 requests is their largest value or so: untested (needs 300 per run)
+        assert m["verdict"] in ("no significant difference", "inconclusive", "negligible", "untested"), m["sentence"]
 
     # the report written by `run --html` at the end of the run, as a browser shows it
     summary = load_json(a / "run.json")["benchmarks"][0]["summary"]

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokspeed.metrics import request as rq
+from tokspeed.metrics.bootstrap import bootstrap_percentile_cis
 from tokspeed.metrics.chunks import ChunkTiming, chunk_timing
 from tokspeed.metrics.conversations import ConversationAccumulator
 from tokspeed.metrics.goodput import (
@@ -53,9 +54,8 @@ from tokspeed.metrics.schema import (
     Throughput,
     TokenTotals,
 )
-from tokspeed.metrics.server_timing import ServerTimingAccumulator
-from tokspeed.metrics.bootstrap import bootstrap_percentile_cis
 from tokspeed.metrics.samples import itl_count
+from tokspeed.metrics.server_timing import ServerTimingAccumulator
 from tokspeed.metrics.sketch import BoundedSample
 from tokspeed.metrics.stats import CI_QUANTILES, Distribution, QuantileCI
 from tokspeed.metrics.sustained import Sustained, SustainedWindow
