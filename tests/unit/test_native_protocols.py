@@ -214,7 +214,7 @@ def test_decomposition_arithmetic() -> None:
     assert s is not None and s.requests == 2
     assert s.network_ms.mean == pytest.approx((5.0 + 8.0) / 2)
     assert s.queue_ms.count == 1 and s.prefill_ms.mean == pytest.approx(51.0)
-    client = [21 / 0.2, 11 / 0.1]
+    client = [20 / 0.2, 10 / 0.1]  # (N − 1) / (E2E − TTFT): the tokens after the first
     server = [21 / 0.18, 11 / 0.09]
     assert s.decode_speed_ratio == pytest.approx(sum(client) / sum(server))
     assert summarize_server_timing([_rec(10.0, 20.0, 2, None)]) is None
