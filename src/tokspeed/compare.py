@@ -1,27 +1,30 @@
 """Compare saved runs against a baseline: values, deltas, ratios with uncertainty, verdicts.
 
 Pure: runs (result + records) in, a `Comparison` (see `tokspeed.comparison`) out.
-For each pair of benchmarks (matched by position) and each compared metric:
+For each pair of benchmarks (matched by position) and each compared metric
+(method in full: docs/compare.md):
 
-* latency percentiles (TTFT, ITL, TPOT, E2E p50/p99): ratio = other / base of the
-  summary values; its 95% interval is the percentile interval of the ratio over
-  `resamples` seeded bootstrap resamples of each run's requests (a request's
-  ITL values are resampled together); the p-value is a two-sided Mann–Whitney U
-  test of the per-request values (ITL: each request's mean ITL).
-* throughput (output tokens/s, requests/s): across-iteration values when both
-  runs have ≥ 2 iterations — Welch's t test, ratio interval by the delta method
-  on the log scale; otherwise a single measurement, and no significance is claimed.
-* error rate: two-proportion z test on errored / finished requests.
+* latency percentiles (TTFT, ITL, TPOT, E2E p50/p99), each row tested on its own quantile:
+  - both runs with ≥ 2 complete iterations: Welch's t test on the iterations' values of
+    that quantile, log scale (run-to-run spread is in the interval, as for throughput);
+  - otherwise: the percentile interval of the ratio of that quantile over `resamples`
+    seeded bootstrap resamples of each run's requests (a request's ITL values are
+    resampled together) and the bootstrap p-value on the same draws; a change within
+    the single-run noise floor (`CompareSettings.single_run_noise`) is inconclusive.
+* throughput (output tokens/s, requests/s): Welch's t across complete iterations when both
+  runs have ≥ 2; otherwise a single measurement, and no significance is claimed.
+* error rate: Fisher's exact test on errored / finished requests.
 
+The p-values of one benchmark's metrics are adjusted together (Benjamini–Hochberg);
 `tokspeed.verdicts` turns that evidence into a verdict and a sentence. Runs whose
-workload or load differ are flagged in `differences`, never silently compared.
+workload, target or load differ are flagged in `differences`, never silently compared.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -36,19 +39,18 @@ from tokspeed.comparison import (
     RunRef,
 )
 from tokspeed.gates import Gate, GateResult, judge
-from tokspeed.metrics.iterations import t_critical_95
 from tokspeed.metrics.samples import RequestSamples, request_samples
 from tokspeed.metrics.significance import (
     ClusteredSample,
+    adjust,
     bootstrap_quantiles,
-    mann_whitney_u,
-    ratio_interval,
+    bootstrap_ratio,
+    fisher_p,
     thin,
-    two_proportions,
-    welch_t,
+    welch_log_ratio,
 )
 from tokspeed.records import RequestRecord
-from tokspeed.results import Benchmark, RunResult
+from tokspeed.results import Benchmark, IterationResult, RunResult
 from tokspeed.run_records import records_by_benchmark
 from tokspeed.verdicts import Evidence, Finding, sentence, verdict, word
 
@@ -56,6 +58,21 @@ THROUGHPUT = ("output_tokens_per_s", "requests_per_s")
 # config keys that change what is measured; load keys matter only for their profile
 WORKLOAD_KEYS = ("dataset", "api", "stream", "output_tokens", "input_tokens", "extra_body", "include_usage", "profile")
 LOAD_KEYS = {"concurrency": ("concurrency",), "rate": ("rate", "arrival", "burstiness", "max_concurrency")}
+TARGET_KEYS = ("kind", "url", "model", "api")
+# a single run's quantile is bootstrapped only with this many values beyond it (p99: 300 values):
+# with fewer, p99 is the run's largest value or two, and resampling the largest value is no test
+MIN_BEYOND = 3
+LENGTH_TOLERANCE = 0.05  # output or prompt lengths whose mean or median differ by more: flagged
+# what a difference undermines, said after it
+UNDERMINES = {
+    "kind": "every verdict compares different engines (fine if that is the question)",
+    "url": "every verdict compares different servers (fine if that is the question)",
+    "model": "every verdict compares different models (fine if that is the question)",
+    "api": "TTFT, E2E and throughput differ by API framing as well as by speed",
+    "profile": "every latency and throughput verdict: load changes both",
+    "output": "E2E and throughput verdicts (longer answers take longer); TTFT, ITL and TPOT stand",
+    "input": "TTFT and E2E verdicts (longer prompts take longer to prefill) and throughput",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,14 +124,22 @@ def compare_runs(base: RunData, others: Sequence[RunData], settings: CompareSett
     return Comparison(base=base.ref(), runs=runs, settings=cfg)
 
 
-def judge_gates(base: RunData, others: Sequence[RunData], gates: Sequence[Gate]) -> list[GateResult]:
-    """Every gate on every benchmark of every other run (relative gates against the base's)."""
+def judge_gates(base: RunData, others: Sequence[RunData], gates: Sequence[Gate],
+                comparison: Comparison | None = None) -> list[GateResult]:
+    """Every gate on every benchmark of every other run (relative gates against the base's).
+
+    Significance gates (`!`) read the verdicts of `comparison` (computed here when not given).
+    """
+    if comparison is None and any(g.significant for g in gates):
+        comparison = compare_runs(base, others)
     results = []
-    for other in others:
-        for b, o in zip(base.result.benchmarks, other.result.benchmarks):
+    for i, other in enumerate(others):
+        for j, (b, o) in enumerate(zip(base.result.benchmarks, other.result.benchmarks)):
             base_flat, other_flat = b.summary.flat(), o.summary.flat()
+            verdicts = {} if comparison is None else {m.metric: m.verdict for m in comparison.runs[i].benchmarks[j].metrics}
             for gate in gates:
-                results.append(judge(gate, other_flat.get(gate.metric), base_flat.get(gate.metric), other.label, o.name))
+                results.append(judge(gate, other_flat.get(gate.metric), base_flat.get(gate.metric), other.label, o.name,
+                                     verdicts.get(gate.metric)))
     return results
 
 
@@ -137,13 +162,42 @@ def differences(base: RunData, other: RunData) -> list[str]:
             f"{base.label} has {len(a.benchmarks)} benchmarks, {other.label} has {len(b.benchmarks)}: "
             f"compared the first {min(len(a.benchmarks), len(b.benchmarks))}"
         )
+    for key in TARGET_KEYS:
+        va, vb = a.target.get(key), b.target.get(key)
+        if va != vb and not (va is None and vb is None):
+            out.append(f"target {key}: {_show(va)} in {base.label}, {_show(vb)} in {other.label}: {UNDERMINES[key]}")
     for x, y in zip(a.benchmarks, b.benchmarks):
         if x.profile != y.profile:
-            out.append(f"load profile: {x.name} in {base.label}, {y.name} in {other.label}")
+            out.append(f"load profile: {x.name} in {base.label}, {y.name} in {other.label}: {UNDERMINES['profile']}")
+        out += _length_differences(x, y, base.label, other.label)
     for run, result in ((base, a), (other, b)):
         if result.status != "complete":
             out.append(f"{run.label} is {result.status}, not complete")
     return sorted(set(out), key=out.index)
+
+
+def _length_differences(x: Benchmark, y: Benchmark, base_label: str, other_label: str) -> list[str]:
+    """Output and prompt lengths that differ by more than `LENGTH_TOLERANCE` (mean or median)."""
+    out = []
+    for field, what, undermines in (("output_tokens", "output tokens per request", "output"),
+                                    ("input_tokens", "prompt tokens per request", "input")):
+        dx, dy = getattr(x.summary, field), getattr(y.summary, field)
+        if not dx.count or not dy.count or dx.mean is None or dy.mean is None:
+            continue
+        changes = [(stat, vx, vy) for stat in ("mean", "p50") if (vx := dx.stat(stat)) is not None
+                   and (vy := dy.stat(stat)) is not None and _relative_change(vx, vy) > LENGTH_TOLERANCE]
+        if changes:
+            stat, vx, vy = changes[0]
+            change = (vy / vx - 1.0) if vx else float("inf")
+            out.append(f"{what} ({x.name}): {stat} {vx:,.4g} in {base_label}, {vy:,.4g} in {other_label} "
+                       f"({change:+.1%}): {UNDERMINES[undermines]}")
+    return out
+
+
+def _relative_change(a: float, b: float) -> float:
+    if a == b:
+        return 0.0
+    return abs(b - a) / max(abs(a), abs(b))
 
 
 def _relevant_keys(config: dict[str, object]) -> list[str]:
@@ -191,35 +245,80 @@ def _quantiles(family: str) -> tuple[float, ...]:
 
 def _compare_benchmark(b: _Side, o: _Side, base_label: str, other_label: str, cfg: CompareSettings) -> BenchmarkComparison:
     bf, of = b.bench.summary.flat(), o.bench.summary.flat()
-    metrics = []
+    findings = []
     for m in METRICS:
         base_v, other_v = bf.get(m.name), of.get(m.name)
         if m.family is not None:
-            evidence = _latency_evidence(m, b, o)
+            evidence = _latency_evidence(m, b, o, base_v, other_v, cfg)
         elif m.name in THROUGHPUT:
             evidence = _throughput_evidence(m, b.bench, o.bench, base_v, other_v)
         else:
             evidence = _error_evidence(b.bench, o.bench)
-        metrics.append(_judged(Finding(m, base_v, other_v, evidence), base_label, other_label, cfg))
+        findings.append(Finding(m, base_v, other_v, evidence))
+    adjusted = adjust([f.evidence.p_value if f.delta is not None else None for f in findings])
+    findings = [replace(f, evidence=replace(f.evidence, p_adjusted=p)) for f, p in zip(findings, adjusted)]
     return BenchmarkComparison(
         base_name=b.bench.name,
         other_name=o.bench.name,
         base_requests=b.bench.summary.requests.completed,
         other_requests=o.bench.summary.requests.completed,
-        metrics=metrics,
+        base_iterations=len(complete_iterations(b.bench)),
+        other_iterations=len(complete_iterations(o.bench)),
+        metrics=[_judged(f, base_label, other_label, cfg) for f in findings],
     )
 
 
-def _latency_evidence(m: Metric, b: _Side, o: _Side) -> Evidence:
+def complete_iterations(bench: Benchmark) -> list[IterationResult]:
+    """The iterations that ran to their end (a partial one is left out of across-iteration figures)."""
+    return [it for it in bench.iterations if not it.partial]
+
+
+def _latency_evidence(m: Metric, b: _Side, o: _Side, base_v: float | None, other_v: float | None,
+                      cfg: CompareSettings) -> Evidence:
+    """With ≥ 2 iterations on both sides: Welch's t on the iterations' values of this quantile (the
+    run-to-run spread is in it). Else the request bootstrap of this quantile's ratio, judged
+    against the single-run noise floor."""
     assert m.family is not None and m.quantile is not None
+    xs, ys = _iteration_values(b.bench, m.name), _iteration_values(o.bench, m.name)
+    if len(xs) >= 2 and len(ys) >= 2 and base_v and other_v:
+        test = welch_log_ratio(xs, ys, other_v / base_v)
+        if test is not None:
+            return Evidence(test.ci, test.p_value, "welch-iterations")
+    floor, floor_ms, why = _single_run_noise(m, b.bench, o.bench, base_v, cfg)
     if b.samples is None or o.samples is None:
         return Evidence(None, None, "none", "no per-request samples (requests.jsonl missing or not attributable)")
+    short = [values for values in (b.samples.values(m.family)[0], o.samples.values(m.family)[0])
+             if np.count_nonzero(~np.isnan(values)) * (1.0 - m.quantile / 100.0) < MIN_BEYOND]
+    if short:
+        need = math.ceil(MIN_BEYOND / (1.0 - m.quantile / 100.0))
+        return Evidence(None, None, "none", f"too few values beyond p{m.quantile:g} to test it "
+                        f"(needs ≥ {need:,} {m.label.split()[0]} values per run, or --iterations on both)")
     column = _quantiles(m.family).index(m.quantile)
-    ci = ratio_interval(b.boot[m.family][:, column], o.boot[m.family][:, column])
-    test = mann_whitney_u(b.samples.per_request(m.family), o.samples.per_request(m.family))
-    if test is None or ci is None:
-        return Evidence(ci, None, "none", f"too few {m.label.split()[0]} values to test")
-    return Evidence(ci, test.p_value, "mann-whitney")
+    test = bootstrap_ratio(b.boot[m.family][:, column], o.boot[m.family][:, column])
+    if test is None:
+        return Evidence(None, None, "none", f"too few {m.label.split()[0]} values to test")
+    return Evidence(test.ci, test.p_value, "bootstrap", noise_floor=floor, noise_floor_ms=floor_ms, noise_basis=why)
+
+
+def _single_run_noise(m: Metric, b: Benchmark, o: Benchmark, base_v: float | None,
+                      cfg: CompareSettings) -> tuple[float | None, float | None, str | None]:
+    """What a latency row's change must exceed between single runs: a relative floor, an
+    absolute one (ms), and the words for them.
+
+    Relative: the documented floor for the quantile. Absolute: the larger of the documented
+    `single_run_noise_ms` and the two runs' own client lag (the sum of their p99 lateness): a
+    run's latencies can carry up to its client's delay, which varies from run to run.
+    """
+    floor = cfg.noise_floor(m)
+    if floor is None:
+        return None, None, None
+    lags = [s.lateness_ms.p99 for s in (b.summary, o.summary) if s.lateness_ms.p99 is not None]
+    lag = sum(lags)
+    if lag > cfg.single_run_noise_ms:
+        absolute, why = lag, f"the two runs' client lag, p99 lateness {' + '.join(f'{v:.3g}' for v in lags)} ms"
+    else:
+        absolute, why = cfg.single_run_noise_ms, f"{cfg.single_run_noise_ms:g} ms"
+    return floor, absolute, f"{floor:.0%} at p{m.quantile:g} or {why}"
 
 
 def _throughput_evidence(m: Metric, b: Benchmark, o: Benchmark, base_v: float | None, other_v: float | None) -> Evidence:
@@ -227,33 +326,22 @@ def _throughput_evidence(m: Metric, b: Benchmark, o: Benchmark, base_v: float | 
     ys = _iteration_values(o, m.name)
     if len(xs) < 2 or len(ys) < 2:
         return Evidence(None, None, "none", "single measurement: no significance; run both with --iterations 3 or more")
-    test = welch_t(np.array(xs), np.array(ys))
-    if test is None or not base_v or other_v is None:
+    test = welch_log_ratio(xs, ys, other_v / base_v) if base_v and other_v else None
+    if test is None:
         return Evidence(None, None, "none", "too few values to test")
-    return Evidence(_log_ratio_interval(xs, ys, base_v, other_v, test.df), test.p_value, "welch")
+    return Evidence(test.ci, test.p_value, "welch-iterations")
 
 
 def _iteration_values(bench: Benchmark, name: str) -> list[float]:
-    return [v for it in bench.iterations if (v := it.summary.flat().get(name)) is not None]
-
-
-def _log_ratio_interval(xs: list[float], ys: list[float], base_v: float, other_v: float, df: float) -> tuple[float, float] | None:
-    """ratio × exp(± t · √(s_x²/(n_x x̄²) + s_y²/(n_y ȳ²))): the delta method on log(ratio)."""
-    mx, my = float(np.mean(xs)), float(np.mean(ys))
-    if mx <= 0 or my <= 0 or other_v <= 0:
-        return None
-    se = math.sqrt(np.var(xs, ddof=1) / (len(xs) * mx * mx) + np.var(ys, ddof=1) / (len(ys) * my * my))
-    t = t_critical_95(max(1, int(df))) if math.isfinite(df) else 1.96
-    ratio = other_v / base_v
-    return ratio * math.exp(-t * se), ratio * math.exp(t * se)
+    return [v for it in complete_iterations(bench) if (v := it.summary.flat().get(name)) is not None]
 
 
 def _error_evidence(b: Benchmark, o: Benchmark) -> Evidence:
     rb, ro = b.summary.requests, o.summary.requests
-    test = two_proportions(rb.errored, rb.completed + rb.errored, ro.errored, ro.completed + ro.errored)
-    if test is None:
+    p = fisher_p(rb.errored, rb.completed + rb.errored, ro.errored, ro.completed + ro.errored)
+    if p is None:
         return Evidence(None, None, "none", "no finished requests")
-    return Evidence(None, test.p_value, "two-proportion")
+    return Evidence(None, p, "fisher-exact")
 
 
 def _judged(f: Finding, base_label: str, other_label: str, cfg: CompareSettings) -> MetricComparison:
@@ -273,6 +361,9 @@ def _judged(f: Finding, base_label: str, other_label: str, cfg: CompareSettings)
         ratio=f.ratio,
         ratio_ci95=e.ci,
         p_value=e.p_value,
+        p_adjusted=e.p_adjusted,
+        noise_floor=e.noise_floor,
+        noise_floor_ms=e.noise_floor_ms,
         test=e.test,
         verdict=v,
         word=word(m, v),

@@ -1,9 +1,13 @@
 """The data model of a comparison (what `tokspeed compare --json` writes) and the compared metrics.
 
-Schema `tokspeed.compare/1`: a baseline `RunRef`, then per other run its
+Schema `tokspeed.compare/2`: a baseline `RunRef`, then per other run its
 workload `differences` and, per benchmark pair, one `MetricComparison` per
 metric in `METRICS` — values, delta, ratio other/base with its 95% interval,
-p-value, the test that gave it, and the verdict in words and as a sentence.
+p-value, the p-value adjusted for the benchmark's several metrics (`correction`
+in the settings), the test that gave it, and the verdict in words and as a sentence.
+(/2: per-quantile bootstrap tests, iteration-based latency tests, the adjusted p,
+the single-run noise floor and the `inconclusive` verdict; /1 tested every latency
+row with one Mann–Whitney test of the whole distribution.)
 """
 
 from __future__ import annotations
@@ -13,10 +17,19 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA = "tokspeed.compare/1"
+SCHEMA = "tokspeed.compare/2"
 Better = Literal["lower", "higher"]
-Verdict = Literal["better", "worse", "no significant difference", "negligible", "untested"]
-Test = Literal["mann-whitney", "welch", "two-proportion", "none"]
+Verdict = Literal["better", "worse", "no significant difference", "negligible", "inconclusive", "untested"]
+Test = Literal["bootstrap", "welch-iterations", "fisher-exact", "none"]
+Correction = Literal["benjamini-hochberg"]
+
+# Run-to-run noise of a latency quantile between single runs of the same command (relative change):
+# what within-run tests cannot see (machine load, a warm cache, the server's state). A single run
+# per side claims a latency change only beyond it; with --iterations the spread is measured instead.
+SINGLE_RUN_NOISE: dict[float, float] = {50.0: 0.03, 99.0: 0.10}
+# ... and in absolute terms: back-to-back identical runs of a 20 ms simulator on a busy 2-core
+# machine (load average 6-8) differed by up to ~15 ms at TTFT and E2E p50 (ratios 0.49-1.72)
+SINGLE_RUN_NOISE_MS = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +62,26 @@ class CompareSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     seed: int = 0
-    resamples: int = Field(default=2000, ge=100)
+    resamples: int = Field(default=2000, ge=500, description="bootstrap resamples: p-values cannot go below 2/(resamples + 1)")
     alpha: float = Field(default=0.05, gt=0, lt=1)
     min_effect: float = Field(default=0.01, ge=0, description="relative change below which a significant difference is negligible")
     max_bootstrap_values: int = Field(default=10_000, ge=1000, description="values per run entering the bootstrap (seeded subset)")
+    correction: Correction = Field(default="benjamini-hochberg", description="multiple-comparison correction over one benchmark's metrics")
+    single_run_noise: dict[str, float] = Field(
+        default_factory=lambda: {f"p{q:g}": v for q, v in SINGLE_RUN_NOISE.items()},
+        description="latency changes smaller than this between single runs are inconclusive (by quantile: p50 and below, above)",
+    )
+
+    single_run_noise_ms: float = Field(
+        default=SINGLE_RUN_NOISE_MS, ge=0,
+        description="latency changes smaller than this (ms) between single runs are inconclusive",
+    )
+
+    def noise_floor(self, m: Metric) -> float | None:
+        """The run-to-run noise floor of a latency metric's quantile between single runs (None: not latency)."""
+        if m.quantile is None:
+            return None
+        return self.single_run_noise["p50" if m.quantile <= 50.0 else "p99"]
 
 
 class RunRef(BaseModel):
@@ -74,6 +103,9 @@ class MetricComparison(BaseModel):
     ratio: float | None = Field(description="other / base")
     ratio_ci95: tuple[float, float] | None
     p_value: float | None
+    p_adjusted: float | None = Field(None, description="p adjusted over the benchmark's metrics (settings.correction); the verdict's p")
+    noise_floor: float | None = Field(None, description="single runs: the relative change below which a latency verdict is inconclusive")
+    noise_floor_ms: float | None = Field(None, description="single runs: the change (ms) below which a latency verdict is inconclusive")
     test: Test
     verdict: Verdict
     word: str = Field(description="the verdict in words: faster, slower, fewer errors, ...")
@@ -86,6 +118,8 @@ class BenchmarkComparison(BaseModel):
     other_name: str
     base_requests: int
     other_requests: int
+    base_iterations: int = 1
+    other_iterations: int = 1
     metrics: list[MetricComparison]
 
 

@@ -46,7 +46,7 @@ from tokspeed.telemetry.schema import TelemetrySummary
 SCHEMA = "tokspeed.run/1"
 # The metric definitions (README: "What the numbers mean"). Bumped whenever a formula changes, so
 # two runs are comparable figure by figure only when their specs match.
-METRIC_SPEC = "tokspeed.metrics/1"
+METRIC_SPEC = "tokspeed.metrics/2"
 RUN_FILE = "run.json"
 REQUESTS_FILE = "requests.jsonl"
 RunStatus = Literal["running", "complete", "interrupted", "failed"]
@@ -55,6 +55,7 @@ RunStatus = Literal["running", "complete", "interrupted", "failed"]
 class IterationResult(BaseModel):
     iteration: int
     summary: Summary
+    partial: bool = Field(False, description="cut short (the run stopped during it): left out of across_iterations")
 
 
 class Benchmark(BaseModel):
@@ -304,8 +305,12 @@ def build_benchmark(
         per_iteration = {next(iter(span.iterations)): pooled}  # one iteration: its summary is the pooled one
     else:  # one more pass
         per_iteration = summarize_by_iteration(records, slos, rate, turns)
-    iterations = [IterationResult(iteration=i, summary=s) for i, s in sorted(per_iteration.items())]
-    across = across_iterations([it.summary for it in iterations]) if len(iterations) > 1 else None
+    iterations = mark_partial([IterationResult(iteration=i, summary=s) for i, s in sorted(per_iteration.items())])
+    complete = [it for it in iterations if not it.partial]
+    across = None
+    if len(iterations) > 1:
+        across = across_iterations([it.summary for it in complete])
+        across = across.model_copy(update={"partial": [it.iteration for it in iterations if it.partial]})
     return Benchmark(
         name=name,
         profile=profile,
@@ -313,6 +318,21 @@ def build_benchmark(
         iterations=iterations,
         across_iterations=across,
     )
+
+
+PARTIAL_SHARE = 0.9  # a last iteration with fewer measured requests than this share of the others' fewest
+
+
+def mark_partial(iterations: list[IterationResult]) -> list[IterationResult]:
+    """The iterations, the last one marked partial when it has fewer than PARTIAL_SHARE of the
+    measured requests of the smallest other one (a run stopped during it: 60 of 100 requests)."""
+    if len(iterations) < 2:
+        return iterations
+    *others, last = iterations
+    fewest = min(it.summary.requests.total for it in others)
+    if last.summary.requests.total < PARTIAL_SHARE * fewest:
+        return [*others, last.model_copy(update={"partial": True})]
+    return iterations
 
 
 @dataclass(frozen=True)

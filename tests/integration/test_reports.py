@@ -53,13 +53,15 @@ def test_twice_the_ttft_is_called_faster_with_ratio_two_and_gates_exit_3(
     p = run_cli("compare", str(slow), str(fast), "--json", "-")
     assert p.returncode == 0, p.stderr
     data = orjson.loads(p.stdout)
-    assert data["runs"][0]["differences"] == []
+    (target,) = data["runs"][0]["differences"]  # two simulators: the same settings on two ports
+    assert target.startswith(f"target url: '{slow_sim.url}' in slow, '{fast_sim.url}' in fast: every verdict compares")
     ttft = metric(data, "ttft_p50_ms")
     factor, direction, _band = orient(ttft["ratio"], tuple(ttft["ratio_ci95"]))
     assert ttft["verdict"] == "better" and ttft["word"] == "faster" and direction == "lower"
     assert 1.85 < factor < 2.05  # 200 ms vs 100 ms, plus ~1 ms of loopback and parsing on each (more on a busy machine)
     assert ttft["ratio_ci95"][0] <= ttft["ratio"] <= ttft["ratio_ci95"][1] and ttft["p_value"] < 0.001
-    assert ttft["sentence"].startswith("fast: TTFT p50 ") and "lower than slow (p < 0.001)" in ttft["sentence"]
+    assert ttft["test"] == "bootstrap" and ttft["p_adjusted"] < 0.01
+    assert ttft["sentence"].startswith("fast: TTFT p50 ") and "lower than slow (adj. p " in ttft["sentence"]
 
     console = run_cli("compare", str(slow), str(fast), "--fail-if", "ttft_p99_ms>+10%", "--fail-if", "error_rate>0.01")
     assert console.returncode == 0, console.stderr
@@ -70,6 +72,10 @@ def test_twice_the_ttft_is_called_faster_with_ratio_two_and_gates_exit_3(
     assert gated.returncode == 3, gated.stderr
     assert "FAIL  ttft_p99_ms>+10%" in gated.stdout and "FAIL  e2e_p50_ms>+10%" in gated.stdout
     assert "pass  error_rate>0.01" in gated.stdout and "2 of 3 gates failed" in gated.stdout
+    significant = run_cli("compare", str(fast), str(slow), "--fail-if", "ttft_p50_ms>+10%!")  # 2× beyond any noise floor
+    assert significant.returncode == 3 and "compare: worse" in significant.stdout, significant.stdout
+    bare = run_cli("compare", str(fast), str(slow), "--fail-if", "ttft_p50_ms>+10")
+    assert bare.returncode == 2 and "'ttft_p50_ms>+10%'" in bare.stderr, bare.stderr
     assert "❌" in (tmp_path / "cmp.md").read_text()
 
     bad = run_cli("compare", str(slow), str(fast), "--fail-if", "ttft_p99>+10%")
@@ -94,8 +100,8 @@ def test_the_same_configuration_twice_is_no_significant_difference(
     data = orjson.loads(p.stdout)
     for name in ("ttft_p50_ms", "ttft_p99_ms"):
         m = metric(data, name)
-        assert m["verdict"] == "no significant difference", m["sentence"]
-        assert "no significant difference from a" in m["sentence"]
+        # p99 of 60 requests is their largest value or so: untested (needs 300 per run)
+        assert m["verdict"] in ("no significant difference", "inconclusive", "negligible", "untested"), m["sentence"]
 
     # the report written by `run --html` at the end of the run, as a browser shows it
     summary = load_json(a / "run.json")["benchmarks"][0]["summary"]

@@ -50,7 +50,8 @@ def test_basic_request() -> None:
     assert e2e_ns(r) == 3100
     assert lateness_ns(r) == 100
     assert tpot_ns(r) == 1050.0  # (3100 - 1000) / (3 - 1)
-    assert decode_tokens_per_s(r) == 3 * 10**9 / 2100
+    assert decode_tokens_per_s(r) == 2 * 10**9 / 2100  # the 2 tokens after the first, over E2E − TTFT
+    assert decode_tokens_per_s(r) == pytest.approx(10**9 / tpot_ns(r))  # = 1 / TPOT
     assert chunk_gaps_ns(r).tolist() == [1000, 1000]
     assert itl_values_ns(r).tolist() == [1000.0, 1000.0]
     assert max_itl_ns(r) == 1000.0

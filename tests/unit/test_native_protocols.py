@@ -208,14 +208,14 @@ def test_decomposition_arithmetic() -> None:
                                "output_tokens": 21})
     assert server_ttft_ms(r) == 95.0
     assert network_ms(r) == pytest.approx(5.0)
-    assert server_decode_tokens_per_s(r) == pytest.approx(21 / 0.180)
+    assert server_decode_tokens_per_s(r) == pytest.approx(20 / 0.180)  # the N − 1 steps after the first token
     other = _rec(50.0, 150.0, 11, {"prefill_ms": 42.0, "decode_ms": 90.0})  # output count from the record
     s = summarize_server_timing([r, other, _rec(10.0, 20.0, 2, None)])
     assert s is not None and s.requests == 2
     assert s.network_ms.mean == pytest.approx((5.0 + 8.0) / 2)
     assert s.queue_ms.count == 1 and s.prefill_ms.mean == pytest.approx(51.0)
-    client = [21 / 0.2, 11 / 0.1]
-    server = [21 / 0.18, 11 / 0.09]
+    client = [20 / 0.2, 10 / 0.1]  # (N − 1) / (E2E − TTFT): the tokens after the first
+    server = [20 / 0.18, 10 / 0.09]
     assert s.decode_speed_ratio == pytest.approx(sum(client) / sum(server))
     assert summarize_server_timing([_rec(10.0, 20.0, 2, None)]) is None
 

@@ -184,3 +184,25 @@ def test_report_says_which_figures_are_past_the_exact_buffer() -> None:
     b.summary = b.summary.model_copy(update={"approximate": ["chunk_gap_ms", "itl_ms"]})
     assert ci_lines(b)[-1] == "Within 0.01% (past 262,144 values, from a log histogram): chunk_gap_ms, itl_ms"
     assert not any("Within" in line for line in ci_lines(bench(_varied(400))))
+
+
+def test_itl_intervals_resample_requests_not_pooled_tokens() -> None:
+    """200 requests of 60 tokens, each request at its own speed: the ITL interval comes from
+    resampling requests (units=200) and is several times wider than the pooled-token interval,
+    which treated 11,800 tokens as independent and was overconfident (issue 21: 11.04–11.07)."""
+    ms = 1_000_000
+    rng = np.random.default_rng(12)
+    records = [rec(i, ttft_ms=20.0, itl_ms=float(10.0 * rng.lognormal(0.0, 0.2)), tokens=60) for i in range(200)]
+    s = summarize(records)
+    ci = s.percentile_ci["itl_ms"]["p99"]
+    assert ci is not None and ci.method == "request-bootstrap" and ci.units == 200
+    assert ci.low <= s.itl_ms.p99 <= ci.high  # type: ignore[operator]
+    pooled = distribution_with_ci(np.concatenate([np.diff(r.chunk_ns) for r in records]) / ms)[1]["p99"]
+    assert pooled is not None and (ci.high - ci.low) > 3 * (pooled.high - pooled.low)
+    assert s.percentile_ci["ttft_ms"]["p50"].method == "order-statistic"  # type: ignore[union-attr]
+    line = next(line for line in ci_lines(bench(records)) if line.startswith("p99 ITL"))
+    assert "n=11,800 tokens of 200 requests, resampled by request)" in line
+    from tokspeed.reports.html_context import run_context  # the HTML report prints the same lines
+
+    ctx = run_context(result(bench(records)), records, "here")
+    assert line in ctx["benchmarks"][0]["lines"]

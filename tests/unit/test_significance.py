@@ -1,4 +1,4 @@
-"""Significance tests against hand-computed and published values; the bootstrap's exactness and determinism."""
+"""The tests compare uses (scipy's, on our inputs); the request bootstrap's exactness, determinism and p-value."""
 
 from __future__ import annotations
 
@@ -8,91 +8,54 @@ import numpy as np
 import pytest
 
 from tokspeed.metrics.significance import (
+    CORRECTION,
     ClusteredSample,
-    average_ranks,
+    adjust,
     bootstrap_quantiles,
-    mann_whitney_u,
+    bootstrap_ratio,
+    fisher_p,
     ratio_interval,
-    regularized_beta,
     resample_counts,
-    t_two_sided_p,
     thin,
-    two_proportions,
-    welch_t,
+    welch_log_ratio,
 )
 
 
-def test_average_ranks_share_ties() -> None:
-    ranks, tie_term = average_ranks(np.array([3.0, 1.0, 3.0, 2.0, 3.0]))
-    assert ranks.tolist() == [4.0, 1.0, 4.0, 2.0, 4.0]  # ranks 3, 4, 5 averaged
-    assert tie_term == 3**3 - 3
+def test_welch_log_ratio_is_scipys_welch_on_the_logs() -> None:
+    from scipy import stats
+
+    xs, ys = [100.0, 104.0, 98.0], [90.0, 93.0, 88.0, 91.0]
+    result = welch_log_ratio(xs, ys, 0.9)
+    expected = stats.ttest_ind(np.log(ys), np.log(xs), equal_var=False)
+    assert result is not None and result.p_value == pytest.approx(expected.pvalue, rel=1e-12)
+    se = math.sqrt(np.var(np.log(xs), ddof=1) / 3 + np.var(np.log(ys), ddof=1) / 4)
+    t = stats.t.ppf(0.975, expected.df)
+    assert result.ci == pytest.approx((0.9 * math.exp(-t * se), 0.9 * math.exp(t * se)))
+    assert welch_log_ratio([1.0], [2.0, 3.0], 2.0) is None
+    flat = welch_log_ratio([5.0, 5.0], [5.0, 5.0], 1.0)
+    assert flat is not None and flat.p_value == 1.0 and flat.ci == (1.0, 1.0)
 
 
-def test_mann_whitney_matches_the_published_example() -> None:
-    # scipy.stats.mannwhitneyu docs: males vs females, U1 = 17, asymptotic p = 0.11134688653314041
-    result = mann_whitney_u(np.array([19, 22, 16, 29, 24.0]), np.array([20, 11, 17, 12.0]))
-    assert result is not None
-    assert result.statistic == 17.0
-    assert result.p_value == pytest.approx(0.11134688653314041, rel=1e-12)
+def test_fisher_and_the_adjustment_are_scipys() -> None:
+    from scipy import stats
+
+    assert fisher_p(10, 100, 20, 100) == pytest.approx(stats.fisher_exact([[10, 90], [20, 80]]).pvalue)
+    assert fisher_p(0, 0, 1, 2) is None
+    assert adjust([0.01, None, 0.04, 0.03]) == pytest.approx([0.03, None, 0.04, 0.04])  # BH by hand: 3·0.01, 0.04, 3/2·0.03 capped by 0.04
+    assert CORRECTION == "benjamini-hochberg"
 
 
-def test_mann_whitney_complete_separation_by_hand() -> None:
-    # U = 0; mu = 12.5, sigma^2 = 25 * 11 / 12; z = (12.5 - 0.5) / sigma
-    result = mann_whitney_u(np.arange(1.0, 6.0), np.arange(6.0, 11.0))
-    assert result is not None and result.statistic == 0.0
-    z = 12.0 / math.sqrt(25 * 11 / 12)
-    assert result.p_value == pytest.approx(math.erfc(z / math.sqrt(2)), rel=1e-12)
-    assert result.p_value == pytest.approx(0.01219, abs=5e-5)  # z = 2.507
-
-
-def test_mann_whitney_tie_correction_by_hand() -> None:
-    # x = [1, 2, 2], y = [2, 3]: pooled ranks 1, 3, 3, 3, 5; R_x = 7, U_x = 1
-    # sigma^2 = 6/12 * (6 - (27 - 3) / 20) = 2.4; z = (|1 - 3| - 0.5) / sqrt(2.4)
-    result = mann_whitney_u(np.array([1.0, 2.0, 2.0]), np.array([2.0, 3.0]))
-    assert result is not None and result.statistic == 1.0
-    assert result.p_value == pytest.approx(math.erfc(1.5 / math.sqrt(2.4) / math.sqrt(2)), rel=1e-12)
-
-
-def test_mann_whitney_edge_cases() -> None:
-    assert mann_whitney_u(np.array([]), np.array([1.0])) is None
-    same = mann_whitney_u(np.array([5.0, 5.0]), np.array([5.0, 5.0, 5.0]))
-    assert same is not None and same.p_value == 1.0
-    with_nan = mann_whitney_u(np.array([1.0, np.nan, 2.0]), np.array([3.0, 4.0]))
-    assert with_nan is not None and with_nan.statistic == 0.0
-
-
-def test_mann_whitney_is_symmetric() -> None:
-    rng = np.random.default_rng(3)
-    x, y = rng.normal(0, 1, 40), rng.normal(0.3, 1, 50)
-    a, b = mann_whitney_u(x, y), mann_whitney_u(y, x)
-    assert a is not None and b is not None
-    assert a.p_value == pytest.approx(b.p_value) and a.statistic + b.statistic == 40 * 50
-
-
-def test_student_t_and_incomplete_beta_known_values() -> None:
-    assert regularized_beta(0.5, 2, 3) == pytest.approx(11 / 16, rel=1e-12)
-    assert t_two_sided_p(2.228, 10) == pytest.approx(0.05, abs=2e-4)  # the t table's 95% point
-    assert t_two_sided_p(12.706, 1) == pytest.approx(0.05, abs=2e-4)
-    assert t_two_sided_p(0.0, 7) == pytest.approx(1.0)
-    assert t_two_sided_p(1.959964, math.inf) == pytest.approx(0.05, abs=1e-6)
-
-
-def test_welch_t_by_hand() -> None:
-    # means 2 and 5, variances 1 and 1, n = 3: t = 3 / sqrt(2/3), df = 4
-    result = welch_t(np.array([1.0, 2.0, 3.0]), np.array([4.0, 5.0, 6.0]))
-    assert result is not None
-    assert result.t == pytest.approx(3 / math.sqrt(2 / 3)) and result.df == pytest.approx(4.0)
-    assert result.p_value == pytest.approx(0.021311641128756727, rel=1e-9)  # scipy ttest_ind(equal_var=False)
-    assert welch_t(np.array([1.0]), np.array([2.0, 3.0])) is None
-
-
-def test_two_proportions_by_hand() -> None:
-    result = two_proportions(10, 100, 20, 100)
-    assert result is not None
-    z = 0.1 / math.sqrt(0.15 * 0.85 * 0.02)
-    assert result.statistic == pytest.approx(z) and result.p_value == pytest.approx(math.erfc(z / math.sqrt(2)))
-    none = two_proportions(0, 50, 0, 60)
-    assert none is not None and none.p_value == 1.0
+def test_bootstrap_p_value_agrees_with_the_interval() -> None:
+    """p < 0.05 exactly when the 95% percentile interval excludes 1 (same draws, same scale)."""
+    rng = np.random.default_rng(4)
+    for shift in (0.0, 0.5, 1.0, 1.5, 3.0):
+        base = bootstrap_quantiles(ClusteredSample.of(rng.normal(40, 5, 200)), (50.0,), 2000, np.random.default_rng(1))
+        other = bootstrap_quantiles(ClusteredSample.of(rng.normal(40 + shift, 5, 200)), (50.0,), 2000, np.random.default_rng(2))
+        test = bootstrap_ratio(base[:, 0], other[:, 0])
+        assert test is not None
+        excludes = not test.ci[0] <= 1.0 <= test.ci[1]
+        assert excludes == (test.p_value < 0.05) or abs(test.p_value - 0.05) < 0.005, (shift, test)
+        assert test.p_value >= 2 / 2001
 
 
 def test_bootstrap_is_deterministic_per_seed() -> None:

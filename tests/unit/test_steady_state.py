@@ -69,3 +69,19 @@ def test_no_steady_state_across_iterations_or_without_tokens() -> None:
     records[0].iteration = 2
     assert steady_state(records, lambda rs: summarize(rs)) is None
     assert steady_state(records[:1], lambda rs: summarize(rs)) is None
+
+
+def test_mser5_does_not_trim_flat_series() -> None:
+    """A flat series (a concurrency-1 run's token rate: noise, no ramp) keeps all of it in nearly
+    every draw; before, MSER's chance minimum trimmed up to half of it (130 s of a flat 260 s run)."""
+    rng = np.random.default_rng(2)
+    trimmed = [mser_truncation(100 + rng.normal(0, 5, size=100)) for _ in range(300)]
+    assert sum(d > 0 for d in trimmed) <= 0.05 * len(trimmed), sorted(trimmed)[-20:]
+    ramp = np.concatenate([np.linspace(60, 100, 10, endpoint=False), 100 + rng.normal(0, 5, size=90)])
+    assert mser_truncation(ramp) >= 5  # a real ramp still goes
+
+
+def test_a_flat_concurrency_one_run_is_not_trimmed() -> None:
+    records = [_stream(i, i * 1000, 20, 45) for i in range(260)]  # 260 s, one stream, the same every second
+    found = steady_state(records, lambda rs: summarize(rs))
+    assert found is not None and found.trimmed_start_s < 3.0 and found.trimmed_end_s < 3.0, found

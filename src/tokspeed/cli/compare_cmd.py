@@ -31,6 +31,8 @@ Examples:
 
   tokspeed compare runs/main runs/pr --fail-if 'ttft_p99_ms>+10%' --fail-if 'output_tokens_per_s<-5%'
 
+  tokspeed compare runs/main runs/pr --fail-if 'ttft_p99_ms>+10%!'   (fails only on a significant regression)
+
   tokspeed compare runs/main runs/pr --markdown - --html compare.html
 
 Exit codes: 0 ok, 1 unreadable results, 2 bad arguments, 3 a --fail-if gate was breached.
@@ -40,23 +42,24 @@ Exit codes: 0 ok, 1 unreadable results, 2 bad arguments, 3 a --fail-if gate was 
 def compare(
     base: Annotated[Path, typer.Argument(help="The baseline results directory.", show_default=False)],
     others: Annotated[list[Path], typer.Argument(help="Results directories to compare with the baseline.", show_default=False)],
-    fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", metavar="EXPR", help="Exit 3 when a run breaches it: 'ttft_p99_ms>+10%' (relative to the baseline), 'error_rate>0.01' (absolute). Repeatable; names as in run.json.")] = None,
+    fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", metavar="EXPR", help="Exit 3 when a run breaches it: 'ttft_p99_ms>+10%' (relative to the baseline), 'ttft_p99_ms>+10%!' (relative, and only when compare calls the change significant), 'error_rate>0.01' (absolute). Repeatable; names as in run.json.")] = None,
     markdown: Annotated[Optional[str], typer.Option("--markdown", metavar="FILE|-", help="Write the comparison as markdown (- for stdout).")] = None,
     json_out: Annotated[Optional[str], typer.Option("--json", metavar="FILE|-", help="Write the comparison as JSON (- for stdout).")] = None,
     html: Annotated[Optional[str], typer.Option("--html", metavar="FILE", help="Write a self-contained HTML comparison with overlaid CDFs (needs the 'report' extra).")] = None,
     min_effect: Annotated[str, typer.Option("--min-effect", metavar="PCT", help="Significant changes smaller than this are called negligible.")] = "1%",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap resampling.")] = 0,
-    resamples: Annotated[int, typer.Option("--resamples", help="Bootstrap resamples per run and metric.", min=100)] = 2000,
+    noise_ms: Annotated[float, typer.Option("--single-run-noise-ms", metavar="MS", min=0, help="Between single runs, latency changes smaller than this are inconclusive (also smaller than 3% at p50, 10% at p99, or the runs' client lag). Lower it on an idle, dedicated client; --iterations measures the noise instead.")] = 20.0,
+    resamples: Annotated[int, typer.Option("--resamples", help="Bootstrap resamples per run and metric (the smallest p-value is 2/(N + 1)).", min=500)] = 2000,
 ) -> int:
     from tokspeed.cli.report_exports import EXIT_GATE, EXIT_OK, print_gates
     from tokspeed.compare import compare_runs, judge_gates
     from tokspeed.comparison import CompareSettings
 
     plan = _prepare(markdown, json_out, html, fail_if or ())
-    settings = CompareSettings(seed=seed, resamples=resamples, min_effect=_fraction(min_effect))
+    settings = CompareSettings(seed=seed, resamples=resamples, min_effect=_fraction(min_effect), single_run_noise_ms=noise_ms)
     runs = load_runs([base, *others])
     comparison = compare_runs(runs[0], runs[1:], settings)
-    gates = judge_gates(runs[0], runs[1:], plan.gates) if plan.gates else []
+    gates = judge_gates(runs[0], runs[1:], plan.gates, comparison) if plan.gates else []
     to_stdout = any(o.to_stdout for o in plan.outputs.values())
     if not to_stdout:
         _print_console(comparison)
@@ -70,6 +73,7 @@ def _prepare(markdown: str | None, json_out: str | None, html: str | None, fail_
     """Check every destination and gate before any run is loaded."""
     from tokspeed.cli.outputs import prepare_outputs
     from tokspeed.cli.report_exports import ReportPlan, known_metrics
+    from tokspeed.comparison import METRICS
     from tokspeed.gates import parse_gate
 
     outputs = prepare_outputs({"--markdown": markdown, "--json": json_out, "--html": html})
@@ -77,7 +81,7 @@ def _prepare(markdown: str | None, json_out: str | None, html: str | None, fail_
         from tokspeed.reports.html import require_html
 
         require_html()
-    return ReportPlan(outputs=outputs, gates=[parse_gate(text, known_metrics()) for text in fail_if])
+    return ReportPlan(outputs=outputs, gates=[parse_gate(text, known_metrics(), tested=[m.name for m in METRICS]) for text in fail_if])
 
 
 def load_runs(paths: Sequence[Path]) -> list[RunData]:

@@ -1,15 +1,16 @@
 """Bootstrap confidence intervals of percentiles, beside the order-statistic ones of `metrics.stats`.
 
-Percentile bootstrap: draw B resamples of the n values with replacement (one
-seeded `numpy.random.Generator`), take the q-th percentile of each (numpy's
-default, linear interpolation, as in the summaries), and report the α/2 and
-1 − α/2 percentiles of those B estimates as the interval (α = 0.05).
+Percentile bootstrap by request: draw B resamples of the requests with replacement
+(one seeded `numpy.random.Generator`; a request carries all its values, e.g. its
+per-token ITLs, which are not independent of each other), take the q-th percentile
+of each resample (numpy's default, linear interpolation, as in the summaries), and
+report the α/2 and 1 − α/2 percentiles of those B estimates as the interval
+(α = 0.05). Without owners every value is its own request. The resampling itself is
+`metrics.significance.bootstrap_quantiles`, the same one compare uses.
 
-Cost is bounded: resampling is vectorised in blocks of at most `_BLOCK` values
-at a time, and above `max_n` values the sample is first thinned to `max_n` by a
-seeded draw without replacement (the interval then describes a sample of max_n,
-so it is wider than the truth: conservative). The interval assumes independent
-values, like the order-statistic one; with few values above the quantile
+Cost is bounded: above `max_n` values the sample is first thinned to `max_n` by a
+seeded draw without replacement (the interval then describes fewer values, so it is
+wider than the truth: conservative). With few values above the quantile
 (n·(1 − q) < ~5) the bootstrap is known to undercover — `reliable` says so.
 """
 
@@ -21,12 +22,12 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from tokspeed.metrics.significance import ClusteredSample, bootstrap_quantiles, thin
 from tokspeed.metrics.stats import min_samples_for_ci
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 0
 DEFAULT_MAX_N = 20_000
-_BLOCK = 4_000_000  # resampled values held at once (32 MB of float64)
 
 
 class BootstrapCI(BaseModel):
@@ -38,6 +39,7 @@ class BootstrapCI(BaseModel):
     high: float
     resamples: int
     n: int  # values the resamples were drawn from (after any thinning)
+    units: int  # requests they came from: what each resample draws
     reliable: bool  # n·(1 − q) ≥ 5 and n·q ≥ 5: enough values beyond the quantile on both sides
 
 
@@ -45,6 +47,7 @@ def bootstrap_percentile_ci(
     values: Sequence[float] | np.ndarray,
     q: float,
     *,
+    owner: Sequence[int] | np.ndarray | None = None,
     resamples: int = DEFAULT_RESAMPLES,
     confidence: float = 0.95,
     seed: int = DEFAULT_SEED,
@@ -52,16 +55,18 @@ def bootstrap_percentile_ci(
 ) -> BootstrapCI | None:
     """The bootstrap `confidence` interval of the q-th percentile (q in percent) of `values`; None below 2 values.
 
-    NaN entries are dropped. Same seed, same values → same interval.
+    `owner`: each value's request, when a request has several (ITL); the resampling then
+    draws requests. NaN entries are dropped. Same seed, same values → same interval.
     """
-    return bootstrap_percentile_cis(values, (q,), resamples=resamples, confidence=confidence, seed=seed,
-                                    max_n=max_n)[q]
+    return bootstrap_percentile_cis(values, (q,), owner=owner, resamples=resamples, confidence=confidence,
+                                    seed=seed, max_n=max_n)[q]
 
 
 def bootstrap_percentile_cis(
     values: Sequence[float] | np.ndarray,
     qs: Sequence[float],
     *,
+    owner: Sequence[int] | np.ndarray | None = None,
     resamples: int = DEFAULT_RESAMPLES,
     confidence: float = 0.95,
     seed: int = DEFAULT_SEED,
@@ -69,26 +74,24 @@ def bootstrap_percentile_cis(
 ) -> dict[float, BootstrapCI | None]:
     """`bootstrap_percentile_ci` for several percentiles from the same resamples (one pass)."""
     arr = np.asarray(values, dtype=np.float64).ravel()
-    arr = arr[~np.isnan(arr)]
+    own = None if owner is None else np.asarray(owner, dtype=np.int64).ravel()
+    keep = ~np.isnan(arr)
+    arr, own = arr[keep], None if own is None else own[keep]
     if arr.size < 2 or resamples < 1:
         return {q: None for q in qs}
     rng = np.random.default_rng(seed)
-    if arr.size > max_n:
-        arr = rng.choice(arr, size=max_n, replace=False)
-    n = int(arr.size)
-    estimates = np.empty((len(qs), resamples), dtype=np.float64)
-    per_block = max(1, _BLOCK // n)
-    for start in range(0, resamples, per_block):
-        stop = min(resamples, start + per_block)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        estimates[:, start:stop] = np.percentile(arr[idx], list(qs), axis=1)
+    sample = ClusteredSample.of(*thin(arr, own, max_n, rng))
+    if sample.units < 2:
+        return {q: None for q in qs}
+    estimates = bootstrap_quantiles(sample, tuple(qs), resamples, rng)
     alpha = 1.0 - confidence
-    bounds = np.percentile(estimates, [100 * alpha / 2, 100 * (1 - alpha / 2)], axis=1)
+    bounds = np.nanpercentile(estimates, [100 * alpha / 2, 100 * (1 - alpha / 2)], axis=0)
+    n = int(sample.values.size)
     out: dict[float, BootstrapCI | None] = {}
     for i, q in enumerate(qs):
         p = q / 100.0
         out[q] = BootstrapCI(low=float(bounds[0, i]), high=float(bounds[1, i]), resamples=resamples, n=n,
-                             reliable=n * (1 - p) >= 5 and n * p >= 5)
+                             units=sample.units, reliable=n * (1 - p) >= 5 and n * p >= 5)
     return out
 
 

@@ -4,7 +4,7 @@ For each headline metric over the n iterations that report it (x_1 … x_n):
 
 * mean = Σx / n; stdev = sample stdev (ddof = 1)
 * cv = stdev / |mean| (coefficient of variation, a fraction: 0.05 = 5%)
-* ci95 = mean ± t(0.975, n − 1) · stdev / √n (Student t, two-sided 95%)
+* ci95 = mean ± t(0.975, n − 1) · stdev / √n (Student t, two-sided 95%; scipy's quantile)
 
 The verdict reads the CV of output token throughput (request throughput when no
 tokens were counted): `stable` ≤ 5%, `normal` ≤ 10% (the seed article's
@@ -34,16 +34,6 @@ HEADLINE_METRICS: tuple[str, ...] = (
 STABLE_CV = 0.05
 NORMAL_CV = 0.10
 
-# two-sided 95% Student t critical values t(0.975, df) for df = 1 … 30
-_T95: tuple[float, ...] = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
-# beyond the table: (lowest df, value), largest first; each value belongs to its df,
-# so using it for larger df errs on the wide (safe) side
-_T95_TAIL: tuple[tuple[int, float], ...] = ((120, 1.980), (60, 2.000), (40, 2.021), (31, 2.042))
-
 Verdict = Literal["stable", "normal", "unstable", "single"]
 
 
@@ -67,6 +57,7 @@ class AcrossIterations(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     n: int  # iterations summarised
+    partial: list[int] = []  # iterations cut short and left out of these figures
     metrics: dict[str, MetricAcross]
     verdict: Verdict
     verdict_metric: str
@@ -75,18 +66,13 @@ class AcrossIterations(BaseModel):
 
 
 def t_critical_95(df: int) -> float:
-    """Two-sided 95% Student t critical value for `df` ≥ 1 degrees of freedom.
-
-    Table for df 1–30 (df = 2 → 4.303, df = 9 → 2.262); above, the tabulated value
-    at 40, 60 and 120 (each used until the next), then 1.96 beyond 1000.
-    """
+    """Two-sided 95% Student t critical value t(0.975, df) for `df` ≥ 1 (scipy.special.stdtrit):
+    df = 2 → 4.303, df = 9 → 2.262."""
     if df < 1:
         raise ValueError(f"degrees of freedom must be ≥ 1, got {df}")
-    if df <= len(_T95):
-        return _T95[df - 1]
-    if df > 1000:
-        return 1.96
-    return next(value for lowest, value in _T95_TAIL if df >= lowest)
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, 0.975))
 
 
 def metric_across(values: Sequence[float]) -> MetricAcross:

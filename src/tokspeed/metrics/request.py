@@ -102,14 +102,15 @@ def tpot_ns(r: RequestRecord) -> float | None:
 def decode_tokens_per_s(r: RequestRecord) -> float | None:
     """Per-user decode speed: the tokens per second a user sees once output starts.
 
-    Formula: output_tokens / ((E2E − TTFT) / 10^9); None unless the request
-    completed with output_tokens ≥ 2 and E2E > TTFT (a one-token answer has no
-    decode phase to time).
+    Formula: (output_tokens − 1) / ((E2E − TTFT) / 10^9) = 1 / TPOT: the tokens that
+    arrive after the first, over the time they take (the first token arrives at TTFT,
+    so it is not part of E2E − TTFT); None unless the request completed with
+    output_tokens ≥ 2 and E2E > TTFT (a one-token answer has no decode phase to time).
     """
     decode = _decode_ns(r)
     if decode is None or decode <= 0 or r.output_tokens is None or r.output_tokens < 2:
         return None
-    return r.output_tokens * NS_PER_S / decode
+    return (r.output_tokens - 1) * NS_PER_S / decode
 
 
 def chunk_gaps_ns(r: RequestRecord) -> np.ndarray:

@@ -84,11 +84,11 @@ def _itl_with_owner(ok: list[RequestRecord]) -> tuple[np.ndarray, np.ndarray]:
     """Pooled per-token ITL (ms) and each value's request position.
 
     `chunk_timing` pools the records in order, so the owners follow from how many
-    values each record yields (`_itl_count`); should that ever disagree with the
+    values each record yields (`itl_count`); should that ever disagree with the
     pooled size, the values are recomputed record by record instead.
     """
     pooled = chunk_timing(ok).itl_ns / NS_PER_MS
-    counts = np.fromiter((_itl_count(r) for r in ok), dtype=np.int64, count=len(ok))
+    counts = np.fromiter((itl_count(r) for r in ok), dtype=np.int64, count=len(ok))
     if int(counts.sum()) == pooled.size:
         return pooled, np.repeat(np.arange(len(ok)), counts)
     per_record = [rq.itl_values_ns(r) / NS_PER_MS for r in ok]
@@ -97,7 +97,7 @@ def _itl_with_owner(ok: list[RequestRecord]) -> tuple[np.ndarray, np.ndarray]:
     return values, np.repeat(np.arange(len(ok)), sizes)
 
 
-def _itl_count(r: RequestRecord) -> int:
+def itl_count(r: RequestRecord) -> int:
     """How many ITL values a record yields (see `tokspeed.metrics.chunks`): the tokens of every
     token-bearing chunk after the first when chunk_tokens is known, else one per gap."""
     if r.chunk_tokens is not None and len(r.chunk_tokens) == len(r.chunk_ns):

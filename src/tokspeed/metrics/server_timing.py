@@ -6,9 +6,11 @@ Ollama, llama.cpp, TGI's headers, SGLang's e2e_latency) take part. Per completed
 * server_ttft_ms = queue_ms + load_ms + prefill_ms (absent parts count 0; needs prefill_ms)
 * network_ms = client TTFT (ms) − server_ttft_ms: both network legs, the client's own delay and
   any wait the server does not report (llama.cpp reports no queue time, so its queue lands here)
-* server decode speed = server output_tokens / (decode_ms / 1000) (llama.cpp's predicted_per_second,
-  Ollama's eval_count / eval_duration); the client's is `metrics.request.decode_tokens_per_s`
-  (output_tokens / (E2E − TTFT)) over the same requests
+* server decode speed = (server output_tokens − 1) / (decode_ms / 1000): the first token comes out
+  of the prefill, so a server's decode time (llama.cpp's predicted_ms, Ollama's eval_duration)
+  holds the N − 1 steps after it — the same definition as the client's
+  `metrics.request.decode_tokens_per_s`, (output_tokens − 1) / (E2E − TTFT), over the same requests
+  (llama.cpp's own predicted_per_second and Ollama's eval_count / eval_duration divide all N)
 * decode_speed_ratio = mean client decode speed / mean server decode speed (< 1: the client saw
   tokens arrive slower than the server made them: network, proxies or the client itself)
 """
@@ -67,7 +69,7 @@ def _network_ms(server_ttft: float | None, client_ttft_ns: int | None) -> float 
 
 
 def server_decode_tokens_per_s(r: RequestRecord) -> float | None:
-    """Server output tokens / decode seconds (None without both, or with fewer than 2 tokens)."""
+    """(Server output tokens − 1) / decode seconds (None without both, or with fewer than 2 tokens)."""
     st = r.server_timing
     if not st:
         return None
@@ -75,7 +77,7 @@ def server_decode_tokens_per_s(r: RequestRecord) -> float | None:
     decode = st.get("decode_ms")
     if tokens is None or decode is None or decode <= 0 or tokens < 2:
         return None
-    return float(tokens) * 1000.0 / float(decode)
+    return float(tokens - 1) * 1000.0 / float(decode)
 
 
 def summarize_server_timing(records: Iterable[RequestRecord]) -> ServerTimingSummary | None:

@@ -1,24 +1,30 @@
-"""Significance tests and bootstrap intervals for comparing two runs (numpy + math only).
+"""Tests and intervals for comparing two runs: the request-resampling bootstrap (ours) and scipy.stats.
 
-* `mann_whitney_u(x, y)`: two-sided Mann–Whitney U test, normal approximation.
-  Ranks over the pooled sample, ties get their average rank;
-  U_x = R_x − n_x(n_x + 1)/2, μ = n_x·n_y/2,
-  σ² = n_x·n_y/12 · ((N + 1) − Σ(t³ − t) / (N(N − 1))) (t = size of each tie group),
-  z = (|U_x − μ| − ½) / σ (continuity correction), p = erfc(z / √2).
-  The same as scipy's `mannwhitneyu(x, y, method="asymptotic")`.
-* `welch_t(x, y)`: Welch's unequal-variance t test, t = (ȳ − x̄) / √(s_x²/n_x + s_y²/n_y),
-  Welch–Satterthwaite degrees of freedom, p = I_{df/(df+t²)}(df/2, ½).
-* `two_proportions(k_x, n_x, k_y, n_y)`: pooled two-proportion z test (error rates).
 * `bootstrap_quantiles(sample, qs, resamples, rng)`: the quantiles of `resamples`
   bootstrap resamples of a *clustered* sample: units (requests) are drawn with
   replacement and carry all their values (a request's per-token ITLs), because
   values of one request are not independent. Quantiles use numpy's default
   linear interpolation on the resampled values, so they match `distribution()`.
+  scipy has no clustered bootstrap; this is the one statistic tokspeed computes itself.
+* `bootstrap_ratio(base_draws, other_draws)`: the percentile interval of other/base
+  over paired draws of one quantile, and the two-sided bootstrap p-value of
+  "ratio = 1" on the same draws, p = min(1, 2·min(#(r ≤ 1) + 1, #(r ≥ 1) + 1) / (B + 1)):
+  the smallest α at which the (1 − α) percentile interval excludes 1, so the p-value
+  and the interval cannot disagree.
+* `welch_log_ratio(xs, ys, ratio)`: Welch's t test (`scipy.stats.ttest_ind`,
+  equal_var=False) on log(values) of repeated iterations, and the interval
+  ratio × exp(± t(0.975, df) · se) on the same log scale.
+* `fisher_p(k_x, n_x, k_y, n_y)`: Fisher's exact test of two proportions (error rates).
+* `adjust(p_values)`: Benjamini–Hochberg adjusted p-values (`scipy.stats.false_discovery_control`).
+
+scipy is imported inside the functions that use it: it costs ~1 s to import, and
+`tokspeed run` never needs it.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,17 +34,10 @@ _BATCH_CELLS = 4_000_000
 
 
 @dataclass(frozen=True, slots=True)
-class TestResult:
-    """A test statistic and its two-sided p-value."""
+class RatioTest:
+    """A 95% interval of other/base and the two-sided p-value of "ratio = 1" on the same scale."""
 
-    statistic: float
-    p_value: float
-
-
-@dataclass(frozen=True, slots=True)
-class WelchResult:
-    t: float
-    df: float
+    ci: tuple[float, float]
     p_value: float
 
 
@@ -74,104 +73,6 @@ def thin(
         return values, owner
     keep = np.sort(rng.choice(values.size, size=max_values, replace=False))
     return values[keep], None if owner is None else owner[keep]
-
-
-def average_ranks(values: np.ndarray) -> tuple[np.ndarray, float]:
-    """1-based ranks with ties averaged, and the tie term Σ(t³ − t) over tie groups."""
-    n = values.size
-    order = np.argsort(values, kind="mergesort")
-    sorted_vals = values[order]
-    starts = np.flatnonzero(np.concatenate(([True], sorted_vals[1:] != sorted_vals[:-1])))
-    sizes = np.diff(np.append(starts, n))
-    group_rank = starts + (sizes + 1) / 2.0  # mean of ranks start+1 … start+size
-    ranks = np.empty(n)
-    ranks[order] = np.repeat(group_rank, sizes)
-    ties = sizes[sizes > 1].astype(np.float64)
-    return ranks, float(np.sum(ties**3 - ties))
-
-
-def mann_whitney_u(x: np.ndarray, y: np.ndarray) -> TestResult | None:
-    """U of `x` against `y` and the two-sided p-value; None when either is empty (NaNs dropped)."""
-    a = _finite(x)
-    b = _finite(y)
-    n1, n2 = a.size, b.size
-    if n1 == 0 or n2 == 0:
-        return None
-    ranks, tie_term = average_ranks(np.concatenate((a, b)))
-    u1 = float(ranks[:n1].sum()) - n1 * (n1 + 1) / 2.0
-    total = n1 + n2
-    variance = n1 * n2 / 12.0 * ((total + 1) - (tie_term / (total * (total - 1)) if total > 1 else 0.0))
-    if variance <= 0:
-        return TestResult(statistic=u1, p_value=1.0)
-    z = max(abs(u1 - n1 * n2 / 2.0) - 0.5, 0.0) / math.sqrt(variance)
-    return TestResult(statistic=u1, p_value=min(1.0, math.erfc(z / math.sqrt(2.0))))
-
-
-def welch_t(x: np.ndarray, y: np.ndarray) -> WelchResult | None:
-    """Welch's t test of mean(y) − mean(x); None unless both have ≥ 2 values."""
-    a, b = _finite(x), _finite(y)
-    if a.size < 2 or b.size < 2:
-        return None
-    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-    diff = float(b.mean() - a.mean())
-    se2 = float(va + vb)
-    if se2 == 0:
-        return WelchResult(t=0.0 if diff == 0 else math.copysign(math.inf, diff), df=math.inf, p_value=1.0 if diff == 0 else 0.0)
-    t = diff / math.sqrt(se2)
-    df = se2**2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
-    return WelchResult(t=t, df=float(df), p_value=t_two_sided_p(t, float(df)))
-
-
-def two_proportions(k1: int, n1: int, k2: int, n2: int) -> TestResult | None:
-    """Pooled two-proportion z test of k2/n2 against k1/n1; None when a group is empty."""
-    if n1 == 0 or n2 == 0:
-        return None
-    pooled = (k1 + k2) / (n1 + n2)
-    if pooled in (0.0, 1.0):
-        return TestResult(statistic=0.0, p_value=1.0)
-    z = (k2 / n2 - k1 / n1) / math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
-    return TestResult(statistic=z, p_value=min(1.0, math.erfc(abs(z) / math.sqrt(2.0))))
-
-
-def t_two_sided_p(t: float, df: float) -> float:
-    """P(|T| ≥ |t|) for Student's t with `df` degrees of freedom: I_{df/(df+t²)}(df/2, ½)."""
-    if math.isinf(t):
-        return 0.0
-    if math.isinf(df):
-        return math.erfc(abs(t) / math.sqrt(2.0))
-    return min(1.0, regularized_beta(df / (df + t * t), df / 2.0, 0.5))
-
-
-def regularized_beta(x: float, a: float, b: float) -> float:
-    """The regularized incomplete beta function I_x(a, b) (continued fraction, Lentz's method)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _beta_fraction(x, a, b) / a
-    return 1.0 - math.exp(log_front) * _beta_fraction(1.0 - x, b, a) / b
-
-
-def _beta_fraction(x: float, a: float, b: float, eps: float = 1e-15, max_iter: int = 500) -> float:
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, max_iter + 1):
-        for num in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < eps:
-            break
-    return h
 
 
 def bootstrap_quantiles(
@@ -229,6 +130,69 @@ def ratio_interval(base: np.ndarray, other: np.ndarray, level: float = 0.95) -> 
     tail = (1.0 - level) / 2.0 * 100.0
     lo, hi = np.percentile(ratios, (tail, 100.0 - tail))
     return float(lo), float(hi)
+
+
+def bootstrap_ratio(base: np.ndarray, other: np.ndarray, level: float = 0.95) -> RatioTest | None:
+    """`ratio_interval` and the bootstrap p-value of ratio = 1 from the same paired draws."""
+    ci = ratio_interval(base, other, level)
+    if ci is None:
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = other / base
+    ratios = ratios[np.isfinite(ratios)]
+    draws = ratios.size
+    below, above = int(np.sum(ratios <= 1.0)), int(np.sum(ratios >= 1.0))
+    p = min(1.0, 2.0 * (min(below, above) + 1) / (draws + 1))
+    return RatioTest(ci=ci, p_value=p)
+
+
+def welch_log_ratio(xs: Sequence[float], ys: Sequence[float], ratio: float, level: float = 0.95) -> RatioTest | None:
+    """Welch's t test of log(ys) against log(xs) and the interval ratio × exp(± t·se); None unless
+    both have ≥ 2 positive values. With no spread on either side: p = 1 when the logs' means are
+    equal, else 0, and the interval is the ratio itself."""
+    from scipy import stats
+
+    a, b = _positive_logs(xs), _positive_logs(ys)
+    if a.size < 2 or b.size < 2 or not ratio > 0:
+        return None
+    se = math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+    if se == 0:
+        return RatioTest(ci=(ratio, ratio), p_value=1.0 if a.mean() == b.mean() else 0.0)
+    test = stats.ttest_ind(b, a, equal_var=False)
+    df = float(test.df)
+    t = float(stats.t.ppf(0.5 + level / 2, df))
+    return RatioTest(ci=(ratio * math.exp(-t * se), ratio * math.exp(t * se)), p_value=float(test.pvalue))
+
+
+def fisher_p(k1: int, n1: int, k2: int, n2: int) -> float | None:
+    """Two-sided Fisher exact p-value of k2/n2 against k1/n1; None when a group is empty."""
+    if n1 == 0 or n2 == 0:
+        return None
+    from scipy import stats
+
+    return float(stats.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue)
+
+
+CORRECTION = "benjamini-hochberg"
+
+
+def adjust(p_values: Sequence[float | None]) -> list[float | None]:
+    """Benjamini–Hochberg adjusted p-values of the given ones (None stays None, not counted)."""
+    present = [i for i, p in enumerate(p_values) if p is not None]
+    out: list[float | None] = [None] * len(p_values)
+    if not present:
+        return out
+    from scipy import stats
+
+    adjusted = stats.false_discovery_control([float(p_values[i]) for i in present], method="bh")  # type: ignore[arg-type]
+    for i, p in zip(present, np.atleast_1d(adjusted)):
+        out[i] = float(min(1.0, p))
+    return out
+
+
+def _positive_logs(values: Sequence[float]) -> np.ndarray:
+    arr = _finite(np.asarray(values, dtype=np.float64))
+    return np.log(arr[arr > 0])
 
 
 def _finite(values: np.ndarray) -> np.ndarray:

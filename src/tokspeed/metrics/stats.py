@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -76,13 +77,20 @@ CI_CONFIDENCE = 0.95
 
 
 class QuantileCI(BaseModel):
-    """A distribution-free confidence interval of one percentile: [low, high] and its exact coverage."""
+    """A 95% confidence interval of one percentile: [low, high] and its coverage.
+
+    `order-statistic`: distribution-free, exact coverage, for values independent of each other
+    (one per request). `request-bootstrap`: per-token values (ITL), resampled by request,
+    nominal coverage 0.95; `units` is the number of requests.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     low: float
     high: float
-    coverage: float  # P(low ≤ true quantile < high) for continuous data; ≥ 0.95
+    coverage: float  # P(low ≤ true quantile < high) for continuous data; ≥ 0.95 (order-statistic)
+    method: Literal["order-statistic", "request-bootstrap"] = "order-statistic"
+    units: int | None = None  # request-bootstrap: the requests resampled
 
     @property
     def half_width(self) -> float:

@@ -11,7 +11,9 @@ found from the data:
    chunk_tokens, else output_tokens / chunks of its request);
 2. MSER-5 (White 1997): average consecutive bins in batches of 5 (Z_1..Z_m) and
    pick the truncation d ≤ m/2 minimising Σ_{j>d}(Z_j − Z̄_{>d})² / (m − d)²; the
-   ramp-up ends at batch d. The same on the reversed series gives the drain;
+   ramp-up ends at batch d — if the dropped batches' mean differs from the kept ones' by
+   more than 3 standard errors, else nothing is trimmed (a flat series has its MSER minimum
+   anywhere by chance). The same on the reversed series gives the drain;
 3. the steady window is [start + d₁·5·bin, end − d₂·5·bin]; the steady summary
    is the ordinary summary of the requests sent and finished inside it.
 
@@ -56,7 +58,20 @@ def mser_truncation(series: Sequence[float] | np.ndarray, batch: int = BATCH) ->
     sse = s2 - s1 * s1 / count
     stat = sse / (count * count)
     limit = m // 2 + 1
-    return int(np.argmin(stat[:limit])) * batch
+    d = int(np.argmin(stat[:limit]))
+    return d * batch if d and _differs(z[:d], z[d:]) else 0
+
+
+def _differs(dropped: np.ndarray, kept: np.ndarray, z: float = 3.0) -> bool:
+    """Whether the batches MSER would drop are a transient: their mean differs from the kept ones'
+    by more than z standard errors of that difference (the kept batches' spread). On a flat
+    series MSER's minimum falls anywhere by chance (a flat 260 s run lost 130 s to it); that is
+    not a ramp-up."""
+    spread = float(np.std(kept, ddof=1)) if kept.size > 1 else 0.0
+    gap = abs(float(dropped.mean()) - float(kept.mean()))
+    if spread == 0.0:
+        return gap > 0.0
+    return gap > z * spread * float(np.sqrt(1.0 / dropped.size + 1.0 / kept.size))
 
 
 def token_rate_series(

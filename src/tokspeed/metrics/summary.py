@@ -14,8 +14,10 @@ Warm-up records (`warmup=True`) are always left out. Formulas:
   (rates are None when the window is unknown or zero; unknown counts add 0)
 * TTFT, TTFA, ITL (per token, pooled), chunk gaps, TPOT, E2E, decode speed and
   token counts are over completed requests; lateness over every sent request.
-* percentile_ci: the 95% order-statistic CI of p50, p90, p99, p99.9 of TTFT, ITL,
-  TPOT and E2E (`tokspeed.metrics.stats.distribution_with_ci`; None where n is too small)
+* percentile_ci: the 95% CI of p50, p90, p99, p99.9 of TTFT, ITL, TPOT and E2E: order-statistic
+  for the per-request ones (`tokspeed.metrics.stats.distribution_with_ci`; None where n is too
+  small); ITL's by a seeded bootstrap that resamples requests, because a request's tokens are not
+  independent (`tokspeed.metrics.bootstrap`; None past the exact sample's limit or too few values)
 * open-loop points only (`target_rate` given): TTFT and E2E from the scheduled
   time (coordinated-omission corrected) over completed requests, and the
   schedule's realised rates (`tokspeed.metrics.schedule`); otherwise empty / None.
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokspeed.metrics import request as rq
+from tokspeed.metrics.bootstrap import bootstrap_percentile_cis
 from tokspeed.metrics.chunks import ChunkTiming, chunk_timing
 from tokspeed.metrics.conversations import ConversationAccumulator
 from tokspeed.metrics.goodput import (
@@ -51,14 +54,18 @@ from tokspeed.metrics.schema import (
     Throughput,
     TokenTotals,
 )
+from tokspeed.metrics.samples import itl_count
 from tokspeed.metrics.server_timing import ServerTimingAccumulator
 from tokspeed.metrics.sketch import BoundedSample
+from tokspeed.metrics.stats import CI_QUANTILES, Distribution, QuantileCI
 from tokspeed.metrics.sustained import Sustained, SustainedWindow
 from tokspeed.metrics.slo import SLO
 from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
+ITL_RESAMPLES = 400  # the ITL interval's bootstrap: ~0.1 s for 10,000 tokens
+ITL_MAX_VALUES = 10_000  # tokens entering it (a seeded subset beyond: a wider interval, never narrower)
 
 
 def summarize(
@@ -112,6 +119,7 @@ class SummaryBuilder:
         self._conversations = ConversationAccumulator()
         self._server_timing = ServerTimingAccumulator()
         self._sustained = SustainedWindow()
+        self._itl_counts: list[int] | None = []  # ITL values per completed request, in order (None: unknown)
 
     def add(self, r: RequestRecord) -> None:
         """Take one record (warm-up records are left out of everything)."""
@@ -177,7 +185,7 @@ class SummaryBuilder:
             schedule=self._schedule(),
             tokens=tokens,
             goodput=goodput_of(self._good, self._thresholds, completed, window) if self._thresholds else None,
-            percentile_ci={field: ci for field, (dist, ci) in with_ci.items() if dist.count},
+            percentile_ci={field: ci for field, (dist, ci) in self._request_cis(with_ci).items() if dist.count},
             by_turn=self._conversations.by_turn(),
             conversations=self._conversations.conversations(self._turns),
             prefix_cache=self._conversations.prefix_cache(),
@@ -187,6 +195,27 @@ class SummaryBuilder:
         if not self._slos:
             return base
         return base.model_copy(update={"slo": judge_counts(self._slos, base.flat(), self._met, completed)})
+
+    def _request_cis(self, with_ci: dict[str, tuple[Distribution, dict[str, QuantileCI | None]]]
+                     ) -> dict[str, tuple[Distribution, dict[str, QuantileCI | None]]]:
+        """The intervals, with ITL's from resampling requests (its tokens are not independent draws).
+
+        While the ITL sample is exact and each value's request is known, a seeded bootstrap by
+        request (`metrics.bootstrap`, ITL_RESAMPLES resamples); else no ITL interval at all.
+        """
+        dist, _pooled = with_ci["itl_ms"]
+        sample = self._samples["itl_ms"]
+        cis: dict[str, QuantileCI | None] = dict.fromkeys(CI_QUANTILES)
+        if dist.count and sample.exact and self._itl_counts is not None and sum(self._itl_counts) == sample.count:
+            owner = np.repeat(np.arange(len(self._itl_counts)), self._itl_counts)
+            boot = bootstrap_percentile_cis(sample.values() / NS_PER_MS, tuple(CI_QUANTILES.values()), owner=owner,
+                                            resamples=ITL_RESAMPLES, max_n=ITL_MAX_VALUES)
+            for name, q in CI_QUANTILES.items():
+                b, estimate = boot[q], dist.stat(name)
+                if b is not None and b.reliable and estimate is not None:
+                    cis[name] = QuantileCI(low=min(b.low, estimate), high=max(b.high, estimate), coverage=0.95,
+                                           method="request-bootstrap", units=b.units)
+        return {**with_ci, "itl_ms": (dist, cis)}
 
     def _flush(self) -> None:
         """Fold the batch into the counters and samples, then drop it."""
@@ -201,6 +230,9 @@ class SummaryBuilder:
             return
         timing = chunk_timing(ok)
         per_request = _PerRequest.of(ok, timing)
+        if self._itl_counts is not None:
+            counts = [itl_count(r) for r in ok]
+            self._itl_counts = self._itl_counts + counts if sum(counts) == timing.itl_ns.size else None
         for field, column in (
             ("ttft_ms", per_request.ttft_ns),
             ("ttfa_ms", per_request.ttfa_ns),

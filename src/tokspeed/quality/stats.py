@@ -1,6 +1,7 @@
 """Statistics of accuracies: Wilson intervals, McNemar's exact test, a paired difference's interval.
 
-All pure functions of counts. Formulas:
+All pure functions of counts; the Wilson interval and the exact binomial test are scipy.stats'
+(`binomtest`). Formulas:
 
     Wilson (one proportion k/n, z = 1.96 for 95%):
         centre = (p + z²/2n) / (1 + z²/n),  half = z √(p(1-p)/n + z²/4n²) / (1 + z²/n)
@@ -18,31 +19,26 @@ Z95 = 1.959963984540054
 
 
 def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval for k successes in n trials; (0, 1) when n is 0."""
+    """The Wilson score interval for k successes in n trials (scipy.stats.binomtest); (0, 1) when n is 0."""
     if n <= 0:
         return 0.0, 1.0
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    from scipy import stats
 
-
-def binom_cdf_half(k: int, n: int) -> float:
-    """P[X ≤ k] for X ~ Binomial(n, 1/2), exactly (integer sums)."""
-    if k < 0:
-        return 0.0
-    if k >= n:
-        return 1.0
-    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    ci = stats.binomtest(k, n).proportion_ci(confidence_level=_confidence(z), method="wilson")
+    return max(0.0, float(ci.low)), min(1.0, float(ci.high))
 
 
 def mcnemar_exact(b: int, c: int) -> float:
-    """Two-sided exact McNemar p-value from the two discordant counts."""
-    n = b + c
-    if n == 0:
+    """Two-sided exact McNemar p-value from the two discordant counts (binomial test of b in b + c at ½)."""
+    if b + c == 0:
         return 1.0
-    return min(1.0, 2 * binom_cdf_half(min(b, c), n))
+    from scipy import stats
+
+    return min(1.0, float(stats.binomtest(min(b, c), b + c, 0.5).pvalue))
+
+
+def _confidence(z: float) -> float:
+    return math.erf(z / math.sqrt(2.0))
 
 
 def paired_difference_ci(b: int, c: int, n: int, z: float = Z95) -> tuple[float, float, float]:

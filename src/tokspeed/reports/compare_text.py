@@ -24,11 +24,13 @@ from tokspeed.gates import GateResult
 from tokspeed.reports.summary_text import fmt
 from tokspeed.verdicts import format_p
 
-HEADERS = ("metric", "{base}", "{other}", "Δ", "ratio (95% CI)", "p", "verdict")
+HEADERS = ("metric", "{base}", "{other}", "Δ", "ratio (95% CI)", "adj. p", "verdict")
 TEXT_COLUMNS = (0, 6)
-SHORT = {"no significant difference": "n.s.", "untested": "—"}
-LEGEND = "ratio = other / base · n.s. = no significant difference · — = not tested"
-_STYLE = {"better": "bold green", "worse": "bold red", "negligible": "dim", "no significant difference": "", "untested": "dim"}
+SHORT = {"no significant difference": "n.s.", "untested": "—", "inconclusive — repeat with --iterations": "inconclusive"}
+LEGEND = ("ratio = other / base · adj. p = p adjusted for the benchmark's several metrics (Benjamini–Hochberg) · "
+          "n.s. = no significant difference · inconclusive = within single runs' run-to-run noise · — = not tested")
+_STYLE = {"better": "bold green", "worse": "bold red", "negligible": "dim", "no significant difference": "", "untested": "dim",
+          "inconclusive": "yellow"}
 
 
 def value(m: MetricComparison, v: float | None) -> str:
@@ -57,7 +59,8 @@ def ratio(m: MetricComparison) -> str:
 
 
 def row(m: MetricComparison) -> list[str]:
-    p = "—" if m.p_value is None else format_p(m.p_value).removeprefix("p ").removeprefix("= ")
+    shown = m.p_adjusted if m.p_adjusted is not None else m.p_value
+    p = "—" if shown is None else format_p(shown).removeprefix("p ").removeprefix("= ")
     label = f"{m.label} ({m.unit})" if m.unit else m.label
     return [label, value(m, m.base), value(m, m.other), delta(m), ratio(m), p, SHORT.get(m.word, m.word)]
 
@@ -70,7 +73,7 @@ def bench_title(c: Comparison, run: RunComparison, b: BenchmarkComparison) -> st
 def highlights(b: BenchmarkComparison) -> list[str]:
     """The sentences worth reading: real differences first, then what could not be tested."""
     decided = [m.sentence for m in b.metrics if m.verdict in ("better", "worse")]
-    untested = [m.sentence for m in b.metrics if m.verdict == "untested"]
+    untested = [m.sentence for m in b.metrics if m.verdict in ("inconclusive", "untested")]
     quiet = [m.label for m in b.metrics if m.verdict in ("no significant difference", "negligible")]
     lines = decided + untested
     if quiet:
@@ -151,10 +154,19 @@ def comparison_markdown(c: Comparison, gates: Sequence[GateResult] = ()) -> str:
             out += ["", f"<sub>{LEGEND}</sub>", ""]
     if gates:
         out += ["### Gates", ""] + [f"- {'❌' if r.breached else '✅'} {line}" for r, line in zip(gates, gate_lines(gates))] + [""]
-    s = c.settings
-    out.append(
-        f"<sub>Ratios are other/base with 95% bootstrap intervals ({s.resamples} resamples, seed {s.seed}); "
-        f"p from Mann–Whitney U on per-request values, Welch's t across iterations, or a two-proportion test; "
-        f"a difference needs p < {s.alpha:g} and an interval excluding 1.</sub>"
-    )
+    out.append(f"<sub>{method_note(c)}</sub>")
     return "\n".join(out) + "\n"
+
+
+def method_note(c: Comparison) -> str:
+    """How the intervals, p-values and verdicts were made, in one paragraph."""
+    s = c.settings
+    floors = ", ".join(f"{k} {v:.0%}" for k, v in s.single_run_noise.items())
+    return (
+        f"Latency rows: with ≥ 2 iterations on both sides, Welch's t test on the iterations' values of that "
+        f"quantile (log scale); otherwise a bootstrap of that quantile's ratio, resampling requests "
+        f"({s.resamples} resamples, seed {s.seed}), and a change within single runs' run-to-run noise "
+        f"({floors}) is inconclusive. Throughput: Welch's t across iterations; error rate: Fisher's exact test. "
+        f"p-values are adjusted over each benchmark's metrics (Benjamini–Hochberg); a difference needs "
+        f"adj. p < {s.alpha:g} and a 95% interval excluding 1."
+    )

@@ -19,13 +19,14 @@ from tokspeed.metrics.samples import request_samples
 from tokspeed.metrics.stats import Distribution
 from tokspeed.records import RequestRecord
 from tokspeed.reports import figures as fg
-from tokspeed.reports.compare_text import bench_title, highlights, row
+from tokspeed.reports.compare_text import HEADERS, LEGEND, bench_title, highlights, method_note, row
 from tokspeed.reports.diagnosis_text import evidence_text, where
 from tokspeed.reports.groups_text import group_lines
 from tokspeed.reports.headline import headlines
 from tokspeed.reports.summary_text import (
     ROWS,
     STATS,
+    ci_lines,
     fmt,
     header_lines,
     iteration_lines,
@@ -123,7 +124,8 @@ def _benchmark(bench: Benchmark, records: list[RequestRecord] | None, figs: Figu
         "headlines": headlines(s),
         "rows": _metric_rows(bench),
         "stats": ["p99.9" if st == "p999" else st for st in STATS],
-        "lines": iteration_lines(bench) + totals_lines(bench) + group_lines(bench) + telemetry_lines(bench.telemetry),
+        "lines": iteration_lines(bench) + totals_lines(bench) + ci_lines(bench) + group_lines(bench)
+        + telemetry_lines(bench.telemetry),
         "slo": [{"text": v.slo, "met": v.met} for v in s.slo],
         "charts": [c for c in charts if c is not None],
         "note": note,
@@ -195,7 +197,7 @@ def comparison_context(c: Comparison, runs: Sequence[RunData]) -> dict[str, Any]
         for i, b in enumerate(run_cmp.benchmarks):
             sections.append({
                 "title": bench_title(c, run_cmp, b),
-                "headers": ["metric", c.base.label, run_cmp.run.label, "Δ", "ratio (95% CI)", "p", "verdict"],
+                "headers": [h.format(base=c.base.label, other=run_cmp.run.label) for h in HEADERS],
                 "rows": [{"cells": row(m), "verdict": m.verdict} for m in b.metrics],
                 "sentences": highlights(b),
                 "differences": run_cmp.differences if i == 0 else [],
@@ -217,6 +219,8 @@ def comparison_context(c: Comparison, runs: Sequence[RunData]) -> dict[str, Any]
         "sections": sections,
         "charts": [ch for ch in charts if ch is not None],
         "settings": c.settings,
+        "legend": LEGEND,
+        "method": method_note(c),
         "figures_json": figs.json(),
         "tool": "tokspeed",
     }

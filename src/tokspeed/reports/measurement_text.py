@@ -17,9 +17,9 @@ from tokspeed.metrics.bootstrap import (
     bootstrap_percentile_cis,
     samples_for_precision,
 )
-from tokspeed.metrics.chunks import chunk_timing
+from tokspeed.metrics.samples import request_samples
 from tokspeed.metrics.schema import Summary
-from tokspeed.metrics.stats import CI_QUANTILES, required_samples
+from tokspeed.metrics.stats import CI_QUANTILES, QuantileCI, required_samples
 from tokspeed.metrics.token_audit import TokenAudit
 from tokspeed.records import RequestRecord, Status
 
@@ -70,44 +70,52 @@ def token_audit_lines(name: str, audit: TokenAudit) -> list[str]:
     return lines
 
 
-def _values_ms(name: str, ok: Sequence[RequestRecord]) -> np.ndarray:
+def _values_ms(name: str, ok: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray | None]:
+    """The values of one metric and, for per-token ITL, each value's request (None: one per request)."""
     if name == "itl_ms":
-        return chunk_timing(ok).itl_ns / NS_PER_MS
+        samples = request_samples(list(ok))
+        return samples.itl_ms, samples.itl_owner
     fn = {"ttft_ms": rq.ttft_ns, "tpot_ms": rq.tpot_ns, "e2e_ms": rq.e2e_ns}[name]
     vals = [fn(r) for r in ok]
-    return np.array([v for v in vals if v is not None], dtype=np.float64) / NS_PER_MS
+    return np.array([v for v in vals if v is not None], dtype=np.float64) / NS_PER_MS, None
 
 
 def stats_lines(name: str, summary: Summary, records: Sequence[RequestRecord], precision: float = 0.10) -> list[str]:
     """Percentile intervals (order-statistic and bootstrap), required samples, steady state, schedule view."""
     ok = [r for r in records if not r.warmup and r.status is Status.OK]
-    intervals = (f"  95% intervals: order-statistic (exact, distribution-free) | bootstrap (B={DEFAULT_RESAMPLES}, "
-                 f"seed {DEFAULT_SEED})")
+    intervals = (f"  95% intervals: order-statistic (exact, distribution-free; per-request values only) | "
+                 f"bootstrap resampling requests (B={DEFAULT_RESAMPLES}, seed {DEFAULT_SEED})")
     lines = [f"Measurement statistics — {name}", intervals]
     for field, label in _METRICS.items():
-        values = _values_ms(field, ok)
+        values, owner = _values_ms(field, ok)
         if values.size == 0:
             continue
-        boot = bootstrap_percentile_cis(values, tuple(_QS.values()))
+        boot = bootstrap_percentile_cis(values, tuple(_QS.values()), owner=owner)
         dist = getattr(summary, field)
         cis = summary.percentile_ci.get(field, {})
         for stat, q in _QS.items():
             os_ci, b = cis.get(stat), boot[q]
+            if owner is not None:
+                os_ci = None  # per-token values are not independent: no order-statistic interval
             os_text = "—" if os_ci is None else f"[{os_ci.low:.2f}, {os_ci.high:.2f}]"
             b_text = "—" if b is None else f"[{b.low:.2f}, {b.high:.2f}]{'' if b.reliable else ' (too few values beyond it)'}"
             lines.append(f"  {label} {stat} {_f(getattr(dist, stat), ' ms'):>12}  {os_text:>20} | {b_text}")
-        need = _needed(cis.get("p99"), dist.p99, int(values.size), values, precision)
+        if owner is not None:  # the interval narrows as 1/√requests: scale the request count
+            b99 = boot[_QS["p99"]]
+            units = b99.units if b99 is not None else 0
+            ci = QuantileCI(low=b99.low, high=b99.high, coverage=0.95) if b99 is not None else None
+            need = required_samples(ci, dist.p99, units, CI_QUANTILES["p99"], precision) if ci is not None else None
+            have = units
+        else:
+            need, have = _needed(cis.get("p99"), dist.p99, int(values.size), values, precision), int(values.size)
         if need is not None:
-            lines.append(f"    p99 {label} within ±{100 * precision:g}% needs ~{need} "
-                         f"{'values' if field == 'itl_ms' else 'requests'} (have {values.size})")
+            lines.append(f"    p99 {label} within ±{100 * precision:g}% needs ~{need} requests (have {have})")
     lines += steady_lines(summary) + schedule_lines(summary)
     return lines
 
 
 def _needed(ci: object, estimate: float | None, n: int, values: np.ndarray, precision: float) -> int | None:
     """Required samples: from the order-statistic interval when it exists, else from the density estimate."""
-    from tokspeed.metrics.stats import QuantileCI
-
     if isinstance(ci, QuantileCI):
         return required_samples(ci, estimate, n, CI_QUANTILES["p99"], precision)
     return samples_for_precision(values, 99.0, precision)

@@ -100,6 +100,10 @@ def _describe_load(result: RunResult) -> str:
     return f"{label} · {limit}" + (f" × {iters} iterations" if iters > 1 else "")
 
 
+def _left_out(partial: list[int]) -> str:
+    return f" (partial iteration {', '.join(map(str, partial))} left out)" if partial else ""
+
+
 def iteration_lines(bench: Benchmark) -> list[str]:
     """The seed's per-round printout: total time, tokens generated, TPS, mean latency."""
     lines = []
@@ -114,6 +118,7 @@ def iteration_lines(bench: Benchmark) -> list[str]:
         lines.append(
             f"Iteration {it.iteration}: total {fmt(s.window_s)} s · {s.tokens.output_total:,} tokens generated · "
             f"{fmt(s.throughput.output_tokens_per_s)} tok/s · mean latency {fmt(_s(s.e2e_ms.mean), 3)} s"
+            + (f" · PARTIAL ({s.requests.total} requests): left out of the average" if it.partial else "")
         )
     a = bench.across_iterations
     if a is not None:
@@ -121,7 +126,7 @@ def iteration_lines(bench: Benchmark) -> list[str]:
         e2e = a.metrics.get("e2e_mean_ms")
         if tps is not None and tps.mean is not None:
             lines.append(
-                f"Averaged over {a.n} iterations: {fmt(tps.mean)} ± {fmt(tps.stdev)} tok/s "
+                f"Averaged over {a.n} iterations{_left_out(a.partial)}: {fmt(tps.mean)} ± {fmt(tps.stdev)} tok/s "
                 f"(CV {fmt((tps.cv or 0) * 100, 1)}%, 95% CI {fmt(tps.ci95_low)}–{fmt(tps.ci95_high)}, {a.verdict})"
                 + (f" · mean latency {fmt(_s(e2e.mean), 3)} s" if e2e is not None and e2e.mean is not None else "")
             )
@@ -157,8 +162,8 @@ CI_PRECISION = 0.10  # the hint: requests for a p99 CI within ±10% of p99
 def ci_lines(bench: Benchmark) -> list[str]:
     """One line per latency metric: p99, its 95% CI and n, and how many samples a ±10% CI needs.
 
-    E.g. `p99 TTFT 52.50 ms (95% CI 51.90–53.10, n=400)`; ITL counts tokens, the
-    others requests. Empty for results saved before the intervals existed.
+    E.g. `p99 TTFT 52.50 ms (95% CI 51.90–53.10, n=400)`; ITL counts tokens and says how
+    many requests its interval resampled, the others count requests. Empty for results saved before the intervals existed.
     """
     s = bench.summary
     lines = []
@@ -167,8 +172,15 @@ def ci_lines(bench: Benchmark) -> list[str]:
         if field not in s.percentile_ci or not dist.count:
             continue
         ci = s.percentile_ci[field].get("p99")
+        if ci is None and field == "itl_ms":
+            lines.append(f"p99 {label} {fmt(dist.p99)} ms (no 95% CI: too few values beyond it to resample by request, n={dist.count})")
+            continue
         if ci is None:
             lines.append(f"p99 {label} {fmt(dist.p99)} ms (no 95% CI: needs n ≥ {min_samples_for_ci(99.0)}, n={dist.count})")
+            continue
+        if ci.method == "request-bootstrap":  # per-token values: the interval resamples requests
+            lines.append(f"p99 {label} {fmt(dist.p99)} ms (95% CI {fmt(ci.low)}–{fmt(ci.high)}, "
+                         f"n={dist.count:,} tokens of {ci.units:,} requests, resampled by request)")
             continue
         line = f"p99 {label} {fmt(dist.p99)} ms (95% CI {fmt(ci.low)}–{fmt(ci.high)}, n={dist.count})"
         need = required_samples(ci, dist.p99, dist.count, 99.0, CI_PRECISION)
