@@ -233,7 +233,9 @@ class RunConfig(BaseModel):
         if v is None or v.strip().lower() == "off":
             return None if v is None else "off"
         if not v.startswith(("http://", "https://")):
-            raise ValueError(f"server_metrics (--server-metrics) must be an http(s) URL or 'off', not {v!r}")
+            from tokspeed.backends.redact import redact_url
+
+            raise ValueError(f"server_metrics (--server-metrics) must be an http(s) URL or 'off', not {redact_url(v)!r}")
         return v
 
     @field_validator("output_tokens", "input_tokens", mode="before")
@@ -358,8 +360,13 @@ class RunConfig(BaseModel):
         return None
 
     def redacted_dump(self) -> dict[str, Any]:
-        """The config as saved in run.json: no API key, secret headers masked."""
+        """The config as saved in run.json: no API key, secret headers masked, URL passwords as `***`."""
+        from tokspeed.backends.redact import redact_url
+
         d = self.model_dump(mode="json", exclude={"api_key"})
+        for key in ("target", "server_metrics"):
+            if d.get(key):
+                d[key] = redact_url(d[key])
         if self.rate is not None and math.isinf(self.rate):  # JSON has no infinity; "inf" validates back
             d["rate"] = "inf"
         d["api_key_set"] = self.api_key is not None

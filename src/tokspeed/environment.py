@@ -80,6 +80,9 @@ async def server_facts(target: str, headers: dict[str, str] | None = None) -> di
     """What the server at `target` (…/v1) tells about itself: `version` and `models`; `unavailable` if neither."""
     import aiohttp
 
+    from tokspeed.backends.credentials import url_auth_replacing
+
+    target, headers = url_auth_replacing(target, headers or {})  # user:password@ becomes a Basic header
     root = target.rstrip("/")
     root = root.removesuffix("/v1")
     timeout = aiohttp.ClientTimeout(total=FACTS_TIMEOUT_S)

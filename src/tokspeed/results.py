@@ -164,8 +164,10 @@ class RunResult(BaseModel):
     error: str | None = None
     quality: QualityResult | None = Field(default=None, description="quality probe after the load (run --quality)")
 
-    def to_json_bytes(self) -> bytes:
-        return orjson.dumps(self.model_dump(mode="json", by_alias=True), option=orjson.OPT_INDENT_2)
+    def to_json_bytes(self, redact: Callable[[Any], Any] | None = None) -> bytes:
+        """run.json's bytes; `redact` (a `Redactor.tree`) cleans every string first, the last guard for secrets."""
+        data = self.model_dump(mode="json", by_alias=True)
+        return orjson.dumps(data if redact is None else redact(data), option=orjson.OPT_INDENT_2)
 
 
 SCHEMA_FILE = Path(__file__).parent / "schemas" / "run.schema.json"
@@ -191,8 +193,10 @@ def now_iso() -> str:
 class ResultsWriter:
     """Owns one results directory for the duration of a run."""
 
-    def __init__(self, directory: Path, epoch_offset_ns: int, overwrite: bool = False) -> None:
+    def __init__(self, directory: Path, epoch_offset_ns: int, overwrite: bool = False,
+                 redact: Callable[[Any], Any] | None = None) -> None:
         self.directory = directory
+        self._redact = redact  # applied to run.json's tree before each write (Redactor.tree)
         self.epoch_offset_ns = epoch_offset_ns
         existing = [directory / f for f in (RUN_FILE, REQUESTS_FILE) if (directory / f).exists()]
         if existing and not overwrite:
@@ -222,7 +226,7 @@ class ResultsWriter:
     def write_run(self, result: RunResult) -> None:
         """Replace run.json atomically (write a temp file, then rename)."""
         tmp = self.directory / (RUN_FILE + ".tmp")
-        tmp.write_bytes(result.to_json_bytes())
+        tmp.write_bytes(result.to_json_bytes(self._redact))
         os.replace(tmp, self.directory / RUN_FILE)
 
     @property

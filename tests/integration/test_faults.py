@@ -189,6 +189,30 @@ async def test_echoed_keys_are_redacted_in_records_and_target_errors(tmp_path: P
     assert "HTTP 403" in str(exc.value) and "***" in str(exc.value) and SECRET[:-1] not in str(exc.value)
 
 
+async def test_url_credentials_reach_the_load_requests_not_only_discovery(tmp_path: Path) -> None:
+    """Issue 22: user:password@ went to discovery (aiohttp) but never on the load (http1): every POST got 401."""
+    async with sim(tmp_path, basic_auth='bob:pw"\\x-7') as (url, log):
+        with_user = url.replace("http://", "http://bob:pw%22%5Cx-7@")
+        async with client(with_user) as backend:
+            records = [await send(backend, i) for i in range(3)]
+            assert "pw" not in (backend._url + str(backend.base_url))
+    assert [r.status for r in records] == [Status.OK] * 3, [r.error for r in records]
+    assert sum(1 for e in log_entries(log) if e.get("status") == "ok") >= 3  # the probe and the three
+
+
+async def test_a_key_echoed_in_200_bodies_is_redacted_in_texts_and_server_version(tmp_path: Path) -> None:
+    """Issue 22: a server echoing the key in /version and in the generated text put it in run.json."""
+    key = 'sk-ech\\o"ed-91ab'
+    async with sim(tmp_path, api_key=key, echo_auth=True) as (url, _):
+        async with client(url, api_key=key) as backend:
+            records = [await send(backend, i) for i in range(2)]
+            version = await backend._server_version()
+    assert version is not None and "***" in version and "ech" not in version
+    texts = [r.output_text or "" for r in records]
+    assert all(t.startswith("*** ") for t in texts), texts  # "Bearer KEY" echoed before the first token
+    assert not any("ech" in t for t in texts)
+
+
 async def test_missing_key_and_wrong_model_are_refused_by_the_probe(tmp_path: Path) -> None:
     async with sim(tmp_path, api_key=SECRET) as (url, _):
         with pytest.raises(TargetError, match="HTTP 401") as exc:

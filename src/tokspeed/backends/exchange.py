@@ -189,9 +189,18 @@ async def retrying(attempt: Callable[[], Awaitable[R]], record: RequestRecord, r
 
 
 def redact_error(record: RequestRecord, redact: Redactor) -> None:
-    """Keep the record's error text redacted, then cut (in that order: a cut can split a key)."""
+    """Keep the record's error text redacted, then cut (in that order: a cut can split a key); and
+    what else the server wrote into it (output text, response id, finish reason), which can echo a key."""
     if record.error is not None:
         record.error = redact(record.error)[:ERROR_SNIPPET]
+    if not redact:
+        return
+    if record.output_text is not None:
+        record.output_text = redact(record.output_text)
+    if record.response_id is not None:
+        record.response_id = redact(record.response_id)
+    if record.finish_reason is not None:
+        record.finish_reason = redact(record.finish_reason)
 
 
 def redacted(exc: TargetError, redact: Redactor) -> TargetError:

@@ -78,7 +78,7 @@ class OpenAIHTTPBackend(PooledHTTPBackend["_Response"]):
         **settings: Unpack[HTTPSettings],
     ) -> None:
         super().__init__(base_url, **settings)
-        self.base_url = base_url.rstrip("/")
+        self.base_url = self._url_plain.rstrip("/")  # credentials are in the headers now
         self.api = api
         self.include_usage = include_usage and self.stream
         self._url = f"{self.base_url}/{_PATHS.get(api, 'completions')}"
@@ -125,7 +125,9 @@ class OpenAIHTTPBackend(PooledHTTPBackend["_Response"]):
             body = await self._get_json(f"{root}/version", quiet=True)
         except TargetError:
             return None
-        return str(body.get("version")) if isinstance(body, dict) and body.get("version") else None
+        if not isinstance(body, dict) or not body.get("version"):
+            return None
+        return self._redact(str(body["version"]))  # a server can echo what it was sent
 
     async def _get_json(self, url: str, quiet: bool = False) -> Any:
         assert self._session is not None

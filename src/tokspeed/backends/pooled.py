@@ -30,6 +30,7 @@ from tokspeed.backends.exchange import (
     retrying,
     take_spec,
 )
+from tokspeed.backends.credentials import with_url_auth
 from tokspeed.backends.http1 import Pool, request_bytes
 from tokspeed.backends.redact import Redactor
 from tokspeed.errors import TargetError
@@ -86,6 +87,8 @@ class PooledHTTPBackend(ABC, Generic[R]):
         self._headers = {"Content-Type": "application/json", **(headers or {})}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
+        # user:password@ in the URL becomes a Basic header, for discovery and the load alike
+        self._url_plain, self._headers = with_url_auth(base_url, self._headers)
         self._extra = dict(extra_body or {})
         self._sampling = {k: v for k, v in (sampling or {}).items() if v not in (None, [], "")}
         self._timeout_s = timeout_s
@@ -164,8 +167,12 @@ class PooledHTTPBackend(ABC, Generic[R]):
         """Per request that ended well: token counts and their sources, sample text, what else the server said."""
         ...
 
+    def _redact_maybe(self, text: str | None) -> str | None:
+        """`text` (something the server said about itself) without this target's secrets."""
+        return None if text is None else self._redact(text)
+
     def redact_error(self, record: RequestRecord) -> None:
-        """The record's error text, redacted of this target's secrets, then cut."""
+        """The record's texts (error, output, ids), redacted of this target's secrets; the error then cut."""
         redact_error(record, self._redact)
 
     async def send(self, spec: RequestSpec, record: RequestRecord) -> None:

@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.text import Text
 
 from tokspeed.backends.base import TargetInfo
+from tokspeed.backends.redact import redact_url
 from tokspeed.config import RunConfig
 from tokspeed.records import RequestRecord
 from tokspeed.reports.summary_text import fmt, render_result
@@ -129,7 +130,8 @@ class Console:
 
     def starting(self, cfg: RunConfig, out_dir: Path) -> None:
         if not self.quiet:
-            self.out.print(f"tokspeed: benchmarking {cfg.target} · results in {out_dir}", soft_wrap=self.plain)
+            self.out.print(f"tokspeed: benchmarking {redact_url(cfg.target) if cfg.target else cfg.target} · results in {out_dir}",
+                           soft_wrap=self.plain)
 
     @contextmanager
     def live(self, cfg: RunConfig) -> Iterator[Progress]:

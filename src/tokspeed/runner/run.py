@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tokspeed.backends.base import Backend, TargetInfo
+from tokspeed.backends.credentials import url_auth_replacing
+from tokspeed.backends.redact import Redactor
 from tokspeed.config import SAMPLE_OUTPUTS, RunConfig
 from tokspeed.diagnosis.digest import PointDigest
 from tokspeed.diagnosis.rules import diagnose_point, diagnose_result, ordered
@@ -195,7 +197,8 @@ class _Run:
 
     def __init__(self, cfg: RunConfig, out_dir: Path, overwrite: bool) -> None:
         self.cfg = cfg
-        self.writer = ResultsWriter(out_dir, epoch_offset_ns=time.time_ns() - time.perf_counter_ns(), overwrite=overwrite)
+        self.writer = ResultsWriter(out_dir, epoch_offset_ns=time.time_ns() - time.perf_counter_ns(), overwrite=overwrite,
+                                    redact=Redactor.for_config(cfg).tree)
         self.result = RunResult(
             started_at=now_iso(),
             epoch_offset_ns=self.writer.epoch_offset_ns,
@@ -418,6 +421,8 @@ def target_headers(cfg: RunConfig) -> dict[str, str]:
     headers = dict(cfg.headers)
     if cfg.api_key is not None:
         headers["Authorization"] = f"Bearer {cfg.api_key.get_secret_value()}"
+    if cfg.target:  # user:password@ in the target URL: the Basic header it stands for
+        headers = url_auth_replacing(cfg.target, headers)[1]
     return headers
 
 
@@ -445,7 +450,8 @@ async def _server_environment(run: _Run, cfg: RunConfig) -> None:
     if "server" in run.result.environment or not (cfg.target or "").startswith(("http://", "https://")):
         return
     assert cfg.target is not None
-    run.result.environment["server"] = await server_facts(cfg.target, target_headers(cfg))
+    facts = await server_facts(cfg.target, target_headers(cfg))
+    run.result.environment["server"] = Redactor.for_config(cfg).tree(facts)  # a server can echo the key
 
 
 def _point_telemetry(run: _Run, point: LoadPoint, state: _PointState, bench: Benchmark) -> TelemetrySummary | None:

@@ -1,6 +1,8 @@
 """Optional API-key check for the simulator's /v1 endpoints (`tokspeed sim --api-key KEY`).
 
-No `Authorization` header: 401. A header that is not `Bearer KEY`: 403. With
+`--basic-auth USER:PASSWORD` takes `Authorization: Basic base64(USER:PASSWORD)` as well (what a
+client makes of a URL's `user:password@`); either credential is accepted when both are set.
+No `Authorization` header: 401. A header that is neither: 403. With
 `--leaky-errors` the 403 message echoes the header it got, as careless servers do, so tests
 can check that clients keep it out of their output. /health and /version stay open.
 """
@@ -8,6 +10,7 @@ can check that clients keep it out of their output. /health and /version stay op
 from __future__ import annotations
 
 import hmac
+from base64 import b64encode
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -20,7 +23,11 @@ from tokspeed.sim.stream import error_body
 
 def auth_middleware(cfg: SimConfig) -> Middleware:
     """A middleware refusing /v1 requests without the configured bearer key."""
-    expected = f"Bearer {cfg.api_key}".encode()
+    accepted = []
+    if cfg.api_key is not None:
+        accepted.append(f"Bearer {cfg.api_key}".encode())
+    if cfg.basic_auth is not None:
+        accepted.append(b"Basic " + b64encode(cfg.basic_auth.encode()))
 
     @web.middleware
     async def check_key(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -29,7 +36,7 @@ def auth_middleware(cfg: SimConfig) -> Middleware:
         got = request.headers.get("Authorization")
         if got is None:
             return _refuse(401, "missing API key: send 'Authorization: Bearer KEY'", "missing_api_key")
-        if not hmac.compare_digest(got.encode(), expected):
+        if not any(hmac.compare_digest(got.encode(), expected) for expected in accepted):
             return _refuse(403, "invalid API key" + leak(cfg, request), "invalid_api_key")
         return await handler(request)
 

@@ -48,6 +48,14 @@ class SimConfig(BaseModel):
     leaky_errors: bool = Field(
         default=False, description="error messages echo the request's Authorization header (tests client redaction)"
     )
+    basic_auth: str | None = Field(
+        default=None, pattern=r"^[^:]*:.+$",
+        description="USER:PASSWORD: /v1 also takes 'Authorization: Basic' with these (a URL's user:password@)",
+    )
+    echo_auth: bool = Field(
+        default=False, description="200 answers echo the request's Authorization header: /version, /v1/models "
+        "fields and the generated text (tests client redaction)"
+    )
     # fault injection (see sim/faults.py)
     faults: dict[Fault, float] = Field(default_factory=dict, description="per-request probability of each fault")
     seed: int = Field(default=0, description="seeds the fault draws")
@@ -100,8 +108,8 @@ def describe(cfg: SimConfig) -> str:
         if on
     ]
     parts.extend(flags)
-    if cfg.api_key is not None:
-        parts.append("api key required")
+    if cfg.api_key is not None or cfg.basic_auth is not None:
+        parts.append("api key required" if cfg.basic_auth is None else "basic auth required")
     if cfg.faults:
         faults = " ".join(f"{f.value}={p:g}" for f, p in cfg.faults.items())
         parts.append(f"faults {faults} (seed {cfg.seed})")

@@ -32,6 +32,13 @@ def leak(cfg: SimConfig, request: web.Request) -> str:
     return f" (request Authorization: {request.headers.get('Authorization', '')})"
 
 
+def echoed(cfg: SimConfig, request: web.Request) -> str:
+    """With --echo-auth, the request's Authorization header (what careless servers put in a 200 body)."""
+    if not cfg.echo_auth:
+        return ""
+    return request.headers.get("Authorization", "")
+
+
 def http_fault(cfg: SimConfig, request: web.Request, entry: LogEntry, fault: Fault) -> web.Response:
     """The whole answer of an HTTP-status fault (429 and 503 carry Retry-After)."""
     status = HTTP_STATUS[fault]

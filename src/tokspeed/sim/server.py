@@ -28,7 +28,7 @@ def make_app(cfg: SimConfig) -> web.Application:
     """An aiohttp application serving the simulated OpenAI-compatible API for `cfg`."""
     service = SimService(cfg)
     middlewares: list[Middleware] = [arrival_middleware]
-    if cfg.api_key is not None:
+    if cfg.api_key is not None or cfg.basic_auth is not None:
         middlewares.append(auth_middleware(cfg))
     app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
     app.add_routes(

@@ -124,13 +124,18 @@ class SimService:
 
     async def models(self, request: web.Request) -> web.Response:
         card = {"id": self.cfg.model, "object": "model", "created": self._created, "owned_by": "tokspeed"}
+        echo = inject.echoed(self.cfg, request)
+        if echo:  # --echo-auth
+            card.update(owned_by=echo, root=echo)
         return web.Response(body=orjson.dumps({"object": "list", "data": [card]}), content_type=_JSON)
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
     async def version(self, request: web.Request) -> web.Response:
-        return web.Response(body=orjson.dumps({"version": f"tokspeed-sim {__version__}"}), content_type=_JSON)
+        echo = inject.echoed(self.cfg, request)  # --echo-auth
+        version = f"tokspeed-sim {__version__}" + (f" (auth {echo})" if echo else "")
+        return web.Response(body=orjson.dumps({"version": version}), content_type=_JSON)
 
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(text=self._metrics.render(), headers={"Content-Type": METRICS_CONTENT_TYPE})
@@ -258,7 +263,8 @@ class SimService:
             await resp.prepare(request)
             if req.api == "chat":
                 await resp.write(enc.role())
-            await self._write_tokens(resp, enc, plan.timing, chunks, 0, cut, entry, start_ns, plan.token_text)
+            text = _echoing(plan.token_text, inject.echoed(self.cfg, request))
+            await self._write_tokens(resp, enc, plan.timing, chunks, 0, cut, entry, start_ns, text)
             if fault in MID_STREAM:
                 assert fault is not None
                 delay_ns = await inject.mid_stream(self.cfg, request, resp, enc, entry, fault)
@@ -266,7 +272,7 @@ class SimService:
                     entry.end_ns = perf_counter_ns()
                     return resp
                 start_ns += delay_ns
-            await self._write_tokens(resp, enc, plan.timing, chunks, cut, len(chunks), entry, start_ns, plan.token_text)
+            await self._write_tokens(resp, enc, plan.timing, chunks, cut, len(chunks), entry, start_ns, text)
             await self._end_stream(resp, enc, req, entry, fault)
         except ConnectionError:
             entry.status = SimStatus.DISCONNECTED
@@ -356,7 +362,7 @@ class SimService:
             int(time.time()),
             self.cfg.model,
             plan.token_text(0, plan.reasoning_tokens),
-            plan.token_text(plan.reasoning_tokens, plan.content_tokens),
+            inject.echoed(self.cfg, request) + plan.token_text(plan.reasoning_tokens, plan.content_tokens),
             usage if self.cfg.usage else None,
         )
         resp = web.Response(body=body, content_type=_JSON)
@@ -381,3 +387,10 @@ def _client_gone(request: web.Request) -> bool:
     """Whether the client's connection is closed (vs. the server cancelling the handler)."""
     transport = request.transport
     return transport is None or transport.is_closing()
+
+
+def _echoing(text: Callable[[int, int], str], echo: str) -> Callable[[int, int], str]:
+    """`text` with `echo` (--echo-auth: the request's Authorization header) before the first token."""
+    if not echo:
+        return text
+    return lambda first, n: (f"{echo} " if first == 0 else "") + text(first, n)

@@ -18,6 +18,7 @@ from pathlib import Path
 from time import perf_counter_ns
 from typing import Any
 
+from tokspeed.backends.credentials import url_auth_replacing
 from tokspeed.backends.redact import redact_url
 from tokspeed.telemetry import server as srv
 from tokspeed.telemetry.client import ClientProbe, client_cpu_seconds
@@ -159,6 +160,7 @@ class Telemetry:
 
         self._http = aiohttp.ClientSession()
         headers = self.options.headers if self.options.target and srv.same_origin(url, self.options.target) else {}
+        url, headers = url_auth_replacing(url, headers)  # its own user:password@ wins over the target's
         endpoint, note = await srv.probe(self._http, url, headers)
         if endpoint is None:
             await self._http.close()

@@ -59,7 +59,7 @@ class NativeHTTPBackend(PooledHTTPBackend["_NativeResponse"]):
         **settings: Unpack[HTTPSettings],
     ) -> None:
         super().__init__(base_url, **settings)
-        self.base_url = server_root(base_url)
+        self.base_url = server_root(self._url_plain)  # credentials are in the headers now
         self.protocol = protocol
         self._url = ""
 
@@ -89,7 +89,7 @@ class NativeHTTPBackend(PooledHTTPBackend["_NativeResponse"]):
             api=self.protocol.name,
             stream=self.stream,
             include_usage=False,
-            server_version=self.protocol.version_from(info),
+            server_version=self._redact_maybe(self.protocol.version_from(info)),
             notes=tuple(notes),
         )
 
