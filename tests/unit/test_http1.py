@@ -166,3 +166,58 @@ def test_request_bytes_carry_host_length_and_headers_but_never_a_second_length()
     assert raw.count(b"Content-Length") == 1 and raw.endswith(b"Content-Length: 7\r\n\r\n{\"a\":1}")
     assert Endpoint("https://example.com/v1").host_header == "example.com"
     assert Endpoint("http://[::1]:9/v1").host_header == "[::1]:9"
+
+
+class DetachingSink(Sink):
+    """Detaches at its first body bytes, in the same read, as the SSE sink does at data: [DONE]."""
+
+    def __init__(self, conn: Connection) -> None:
+        super().__init__()
+        self.conn = conn
+
+    def on_body(self, data: bytes, now: int) -> None:
+        super().on_body(data, now)
+        self.conn.detach(1)
+
+
+async def _serve_chunks_then(after: str) -> tuple[asyncio.AbstractServer, int]:
+    """A server that answers each request with one chunk and no terminator, then holds or closes or resets."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(HEAD + b"5\r\nhello\r\n")
+        await writer.drain()
+        if after == "close":
+            writer.close()
+        elif after == "reset":
+            writer.transport.abort()
+        else:
+            await asyncio.sleep(30)
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+@pytest.mark.parametrize("after", ["hold", "close", "reset"])
+async def test_a_draining_connection_never_makes_the_next_request_wait(after: str) -> None:
+    """[DONE] came, the chunk terminator does not: the slot is free at once and the connection is not reused."""
+    from tokspeed.backends.http1 import DRAIN_S, Pool
+
+    server, port = await _serve_chunks_then(after)
+    pool = Pool(Endpoint(f"http://127.0.0.1:{port}/v1"), limit=1)
+    try:
+        for _ in range(3):
+            # a fresh connection each time (connect time given): one whose framing never ended is not reused;
+            # DRAIN_S / 2 is > 100x a loopback connect on 2 loaded cores (the bug waited DRAIN_S per request)
+            conn, connect_ns = await asyncio.wait_for(pool.acquire(), DRAIN_S / 2)
+            assert connect_ns is not None
+            sink = DetachingSink(conn)
+            assert await conn.exchange(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", sink) == 1
+            pool.release(conn)
+        await asyncio.sleep(0.05)
+        if after != "hold":  # closed or reset while draining: handed back (and dropped) at once
+            assert not pool._draining
+    finally:
+        pool.close()
+        server.close()
+    assert not pool._draining and pool._open == 0

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import httptools
 
 PREWARM_PARALLEL = 128  # connects in progress at once while opening connections ahead of the load
-DRAIN_S = 2.0  # how long a detached response may take to end before its connection is closed
+DRAIN_S = 2.0  # how long a detached response may take to end before its connection is closed (no request waits)
 
 
 class HTTPError(Exception):
@@ -180,6 +180,11 @@ class Connection(ResponseParsing, asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        after, self._after = self._after, None
+        if after is not None:  # a detached body that drained to a close or reset: hand it back now
+            self._busy = False
+            after(self)
+            return
         if not self._busy:
             return
         if self._to_close and self._in_body:  # the body ran to the close: that is its end
@@ -270,6 +275,7 @@ class Pool:
         self._idle: list[Connection] = []
         self._open = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._draining: set[Connection] = set()  # detached, body still arriving, not counted in _open
         self._ssl: ssl_module.SSLContext | None = ssl_module.create_default_context() if endpoint.tls else None
 
     async def acquire(self) -> tuple[Connection, int | None]:
@@ -319,27 +325,38 @@ class Pool:
         """Give a connection back after an exchange; a connection that cannot be reused is closed.
 
         A detached connection whose body is still arriving (the stream's `[DONE]` came
-        before the HTTP terminator) drains in the background and returns to the pool when
-        its body ends, or is closed if that takes longer than `DRAIN_S`.
+        before the HTTP terminator) leaves the pool's count at once, so no request waits for
+        it: it drains in the background and comes back (when there is room) if its body ends
+        in its framing, or is closed if the peer closes or resets it (`connection_lost`), or if
+        that takes longer than `DRAIN_S`. A connection whose body did not end by its own framing
+        is never reused: where the next response would begin is unknown.
         """
         if conn.reusable:
             self._idle.append(conn)
-        elif conn.draining:
+        elif conn.draining and len(self._draining) < self.limit:  # at most `limit` more sockets open
+            self._open -= 1
+            self._draining.add(conn)
             conn._after = self._drained
             asyncio.get_running_loop().call_later(DRAIN_S, self._drain_expired, conn)
-            return
         else:
             self._drop(conn)
         self._wake()
 
     def _drained(self, conn: Connection) -> None:
-        self.release(conn)
+        """A draining connection's body ended (or it closed): back into the pool if reusable and there is room."""
+        self._draining.discard(conn)
+        if conn.reusable and self._open < self.limit:
+            self._open += 1
+            self._idle.append(conn)
+            self._wake()
+        elif not conn.closed:
+            conn.abort()
 
     def _drain_expired(self, conn: Connection) -> None:
         if conn._after is not None:  # still draining
             conn._after = None
-            self._drop(conn)
-            self._wake()
+            self._draining.discard(conn)
+            conn.abort()
 
     def _drop(self, conn: Connection) -> None:
         self._open -= 1
@@ -377,3 +394,7 @@ class Pool:
             conn.abort()
         self._open -= len(self._idle)
         self._idle.clear()
+        for conn in self._draining:
+            conn._after = None
+            conn.abort()
+        self._draining.clear()
