@@ -284,6 +284,10 @@ class _Response(Response):
             bad_event(record, exc)
             record.end_ns = now
             self.end_at(now)
+            return
+        if decoder.error is not None:  # `event: error`: the server says the stream failed
+            error_event(record, decoder.error, now)
+            self.end_at(now)
 
     def conclude(self) -> None:
         """After the exchange: judge the stream's ending, or parse the whole body or the error answer."""
@@ -299,6 +303,15 @@ class _Response(Response):
         else:
             record.end_ns = self.end_ns
             _take_body(b"".join(self.parts), record, self.state)
+            if self.stream and record.status is Status.OK:  # stream: true, answered with one whole body
+                note(record, Anomaly.NOT_STREAMED)
+
+
+def error_event(record: RequestRecord, data: bytes, now: int) -> None:
+    """An SSE event of type `error`: the request failed (`stream`), with the event's message."""
+    if record.status is Status.OK:
+        fail(record, Status.ERROR, ErrorKind.STREAM, f"event: error: {error_message(data.decode('utf-8', 'replace'))}")
+        record.end_ns = now
 
 
 def _stream_ended(record: RequestRecord, state: _StreamState, decoder: SSEDecoder, now: int) -> None:
@@ -311,6 +324,9 @@ def _stream_ended(record: RequestRecord, state: _StreamState, decoder: SSEDecode
                 break
     except SHAPE_ERRORS as exc:
         bad_event(record, exc)
+        return
+    if decoder.error is not None:
+        error_event(record, decoder.error, now)
         return
     _end_of_stream(record, state, decoder, now)
 
