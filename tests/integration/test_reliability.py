@@ -11,8 +11,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
+import pytest
 from harness import SimServer, load_json, records, run_cli, start_run, wait_for_records
 
 SECRET = "sk-test-SENTINEL-DO-NOT-LEAK-77"
@@ -190,3 +192,43 @@ def test_api_key_never_leaks_on_error_paths(start_sim: Callable[..., SimServer],
     outputs = [p.stdout, p.stderr, p2.stdout, p2.stderr, p3.stdout, p3.stderr]
     outputs += [f.read_text() for d in ("a", "b") for f in (tmp_path / d).iterdir()]
     assert not [o for o in outputs if SECRET in o]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "no-stream"])
+def test_a_live_server_whose_failures_end_after_its_successes_is_not_called_lost(
+    start_sim: Callable[..., SimServer], tmp_path: Path, stream: bool
+) -> None:
+    """20% of requests stall 1 s then reset: they finish last, but the server answered after they were sent."""
+    sim = start_sim("--ttft-ms", "2", "--itl-ms", "1", "--seed", "4", "--clean-requests", "1",
+                    "--fault", "stall_reset=0.2", "--stall-ms", "1000")
+    out = tmp_path / "r"
+    p = run_cli("run", "--target", sim.url, "--out", str(out), "--concurrency", "8", "--requests", "120",
+                "--max-tokens", "6", "--warmup", "0", "--plain", *([] if stream else ["--no-stream"]))
+    result = load_json(out / "run.json")
+    assert p.returncode == 0 and result["status"] == "complete", (result.get("error"), p.stderr)
+    s = result["benchmarks"][0]["summary"]
+    assert s["requests"]["errored"] >= 10 and set(s["errors"]) == {"broken" if stream else "connect"}
+    # the failures really were the last to finish (what the old rule mistook for a dead target)
+    recs = sorted(records(out), key=lambda r: r["end_ns"])
+    assert all(r["status"] == "error" for r in recs[-5:])
+
+
+def test_a_server_that_does_not_end_its_body_after_done_costs_no_drain_wait(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    """[DONE], then no chunk terminator (held open, closed or reset): closed-loop throughput stays near normal."""
+
+    def run(name: str, *faults: str) -> dict[str, Any]:
+        sim = start_sim("--ttft-ms", "2", "--itl-ms", "1", "--clean-requests", "1", "--stall-ms", "5000", *faults)
+        out = tmp_path / name
+        p = run_cli("run", "--target", sim.url, "--out", str(out), "--concurrency", "4", "--requests", "120",
+                    "--max-tokens", "6", "--warmup", "0", "--plain", "--no-telemetry")
+        assert p.returncode == 0, p.stderr
+        return load_json(out / "run.json")["benchmarks"][0]["summary"]
+
+    normal = run("normal")
+    faulty = run("faulty", "--fault", "done_hang=0.34", "--fault", "done_close=0.33", "--fault", "done_reset=0.33")
+    assert faulty["requests"]["completed"] == 120
+    # the bug: each slot waited DRAIN_S (2 s) per request, 165 -> 11 req/s; fixed, ~0.6-1x normal here
+    assert faulty["throughput"]["requests_per_s"] > normal["throughput"]["requests_per_s"] / 4
+    assert faulty["lateness_ms"]["p50"] < 500
