@@ -92,17 +92,51 @@ def test_a_target_that_dies_mid_run_leaves_a_finished_run_that_says_so(
                      "--max-tokens", "20", "--warmup", "0", "--plain")
     wait_for_records(out, 20, proc)
     sim.proc.kill()  # SIGKILL: no goodbye to the open connections
-    stdout, stderr = proc.communicate(timeout=60)
+    stdout, stderr = proc.communicate(timeout=90)  # GIVE_UP_S (10 s) of refusals, backing off; ~19 s in all here
     assert proc.returncode == 1, stderr
     assert "Traceback" not in stderr
     result = load_json(out / "run.json")
     recs = records(out)
-    assert len(recs) == 400 and {r["status"] for r in recs} <= {"ok", "error"}
+    assert {r["status"] for r in recs} <= {"ok", "error", "incomplete"}
     assert result["status"] == "failed" and "stopped answering" in result["error"]
     s = result["benchmarks"][0]["summary"]
-    assert s["requests"]["completed"] >= 20 and s["requests"]["errored"] == 400 - s["requests"]["completed"]
-    assert set(s["errors"]) <= {"connect", "broken"} and s["errors"].get("connect", 0) > 300
-    assert "stopped answering" in " ".join(stdout.split())
+    assert s["requests"]["completed"] >= 20 and set(s["errors"]) <= {"connect", "broken"}
+    # backed off: about 10 refusals per stream in GIVE_UP_S (was thousands a second, the budget spent on them)
+    assert 4 <= s["errors"].get("connect", 0) <= 100
+    assert any("backed off" in w for w in result["warnings"])
+    shown = " ".join(stdout.split())
+    assert "stopped answering" in shown and "backed off" in shown
+
+
+def test_a_target_restarted_mid_run_is_waited_for_not_spent_on(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    """Killed, back 2 s later on the same port: the run completes, a few refusals, not thousands."""
+    port = free_port()
+    sim = start_sim("--ttft-ms", "5", "--itl-ms", "2", "--port", str(port))
+    out = tmp_path / "r"
+    proc = start_run("--target", sim.url, "--out", str(out), "--concurrency", "4", "--requests", "300",
+                     "--max-tokens", "10", "--warmup", "0", "--plain")
+    wait_for_records(out, 20, proc)
+    sim.proc.kill()
+    time.sleep(2)
+    start_sim("--ttft-ms", "5", "--itl-ms", "2", "--port", str(port))
+    stdout, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 0, stderr
+    result = load_json(out / "run.json")
+    assert result["status"] == "complete", result.get("error")
+    s = result["benchmarks"][0]["summary"]
+    # 2 s down (plus the restart, ~1-3 s here) at 50 ms doubling to 1 s: ~10 refusals a stream; the bug: ~10,000
+    assert s["requests"]["completed"] >= 200 and s["errors"].get("connect", 0) <= 100
+    assert any("backed off" in w for w in result["warnings"])
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def test_kill_9_leaves_valid_records_that_report_rebuilds(

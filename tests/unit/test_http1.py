@@ -221,3 +221,26 @@ async def test_a_draining_connection_never_makes_the_next_request_wait(after: st
         pool.close()
         server.close()
     assert not pool._draining and pool._open == 0
+
+
+def test_refusals_back_off_doubling_to_a_cap_and_reset_when_a_connection_opens() -> None:
+    from tokspeed.backends.http1 import BACKOFF_FIRST_S, BACKOFF_MAX_S, GIVE_UP_S, Refusals
+
+    r, ms = Refusals(), 1_000_000
+    assert r.wait_s(0) == 0 and r.gone(0) is None and r.note() is None
+    r.opened(0)
+    waits = []
+    now = 0
+    for _ in range(8):
+        r.refused(now)
+        waits.append(round(r.wait_s(now), 3))
+        now += 10 * ms
+    assert waits == [min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2**k) for k in range(8)]
+    assert r.gone(now) is None  # refused, but not for GIVE_UP_S yet
+    assert r.gone(int(GIVE_UP_S * 1e9)) is not None and "stopped answering" in (r.gone(int(GIVE_UP_S * 1e9)) or "")
+    r.opened(now)  # the server is back
+    assert r.wait_s(now) == 0 and r.streak == 0 and r.gone(int(GIVE_UP_S * 2e9)) is None
+    assert r.total == 8 and "refused 8 connections" in (r.note() or "")
+    never = Refusals()  # a target that never answered is not "gone": start-up reports it
+    never.refused(0)
+    assert never.gone(int(GIVE_UP_S * 2e9)) is None

@@ -33,6 +33,11 @@ from urllib.parse import urlsplit
 import httptools
 
 PREWARM_PARALLEL = 128  # connects in progress at once while opening connections ahead of the load
+# connections refused (the server's port is closed: killed, restarting): wait before the next connect,
+# BACKOFF_FIRST_S after the first refusal, doubling up to BACKOFF_MAX_S; any connection that opens resets it
+BACKOFF_FIRST_S = 0.05
+BACKOFF_MAX_S = 1.0
+GIVE_UP_S = 10.0  # refused this long without a break, after the target had answered: it is gone
 DRAIN_S = 2.0  # how long a detached response may take to end before its connection is closed (no request waits)
 
 
@@ -265,6 +270,61 @@ class Connection(ResponseParsing, asyncio.Protocol):
             done.set_exception(exc)
 
 
+class Refusals:
+    """Connection refusals in a row, and the back-off they impose on the next connect.
+
+    A server killed mid-run refuses at once, so without a pause a closed loop turns thousands
+    of refusals a second into records: the error rate and a `--requests` budget would then
+    describe the outage, not the run. After each refusal the next connect waits (first
+    BACKOFF_FIRST_S, doubling, at most BACKOFF_MAX_S); a connection that opens ends the streak.
+    """
+
+    __slots__ = ("connected", "longest_ns", "since_ns", "streak", "total", "waited_ns", "_retry_at")
+
+    def __init__(self) -> None:
+        self.connected = False  # a connection ever opened
+        self.total = 0  # refusals over the whole run
+        self.streak = 0  # refusals since the last connection that opened
+        self.since_ns: int | None = None  # the first refusal of the streak
+        self.longest_ns = 0  # the longest streak, first refusal to the connect that ended it (or to now)
+        self.waited_ns = 0  # back-off slept, all connects together
+        self._retry_at = 0
+
+    def wait_s(self, now: int) -> float:
+        return max(0, self._retry_at - now) / 1e9
+
+    def refused(self, now: int) -> None:
+        self.total += 1
+        self.streak += 1
+        if self.since_ns is None:
+            self.since_ns = now
+        self.longest_ns = max(self.longest_ns, now - self.since_ns)
+        delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** min(self.streak - 1, 30))
+        self._retry_at = max(self._retry_at, now + int(delay * 1e9))
+
+    def opened(self, now: int) -> None:
+        if self.since_ns is not None:
+            self.longest_ns = max(self.longest_ns, now - self.since_ns)
+        self.connected = True
+        self.streak, self.since_ns, self._retry_at = 0, None, 0
+
+    def gone(self, now: int) -> str | None:
+        """Why the target looks gone (refused for GIVE_UP_S without a break after answering), or None."""
+        if not self.connected or self.since_ns is None or now - self.since_ns < GIVE_UP_S * 1e9:
+            return None
+        return (f"the target stopped answering: it refused every connection for {(now - self.since_ns) / 1e9:.0f} s "
+                f"({self.streak} attempts, backing off up to {BACKOFF_MAX_S:g} s between them)")
+
+    def note(self) -> str | None:
+        """What the run.json warnings say about the refusals (None when there were none)."""
+        if not self.total:
+            return None
+        return (f"the target refused {self.total} connections (the longest outage {self.longest_ns / 1e9:.1f} s): "
+                f"tokspeed backed off between attempts ({BACKOFF_FIRST_S * 1000:g} ms doubling to "
+                f"{BACKOFF_MAX_S:g} s; {self.waited_ns / 1e9:.1f} s waited in all), so those requests' send lateness "
+                "includes the waits and each refused request is one connect error")
+
+
 class Pool:
     """Up to `limit` keep-alive connections to one endpoint; callers wait when all are busy."""
 
@@ -276,6 +336,7 @@ class Pool:
         self._open = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._draining: set[Connection] = set()  # detached, body still arriving, not counted in _open
+        self.refusals = Refusals()
         self._ssl: ssl_module.SSLContext | None = ssl_module.create_default_context() if endpoint.tls else None
 
     async def acquire(self) -> tuple[Connection, int | None]:
@@ -302,8 +363,11 @@ class Pool:
     async def _connect(self) -> tuple[Connection, int]:
         self._open += 1
         loop = asyncio.get_running_loop()
-        t0 = perf_counter_ns()
         try:
+            if (wait := self.refusals.wait_s(perf_counter_ns())) > 0:  # the target refused: back off first
+                await asyncio.sleep(wait)
+                self.refusals.waited_ns += int(wait * 1e9)
+            t0 = perf_counter_ns()
             opening = loop.create_connection(
                 Connection,
                 self.endpoint.host,
@@ -315,11 +379,15 @@ class Pool:
                 _, conn = await opening
             else:
                 _, conn = await asyncio.wait_for(opening, self.connect_timeout_s)
-        except BaseException:
+        except BaseException as exc:
             self._open -= 1
             self._wake()
+            if isinstance(exc, ConnectionRefusedError):
+                self.refusals.refused(perf_counter_ns())
             raise
-        return conn, perf_counter_ns() - t0
+        now = perf_counter_ns()
+        self.refusals.opened(now)
+        return conn, now - t0
 
     def release(self, conn: Connection) -> None:
         """Give a connection back after an exchange; a connection that cannot be reused is closed.

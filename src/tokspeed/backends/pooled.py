@@ -124,6 +124,11 @@ class PooledHTTPBackend(ABC, Generic[R]):
         assert self._pool is not None
         return await prewarm(self._pool, self._pool_size, self._prewarm)
 
+    def transport_notes(self) -> list[str]:
+        """What the connection pool has to say for run.json's warnings (refused connections and back-off)."""
+        note = self._pool.refusals.note() if self._pool is not None else None
+        return [note] if note else []
+
     async def close(self) -> None:
         if self._pool is not None:
             self._pool.close()

@@ -29,7 +29,7 @@ from tokspeed.diagnosis.digest import PointDigest
 from tokspeed.diagnosis.rules import diagnose_point, diagnose_result, ordered
 from tokspeed.diagnosis.schema import Finding
 from tokspeed.environment import capture_environment, server_facts
-from tokspeed.errors import TokspeedError
+from tokspeed.errors import TargetGone, TokspeedError
 from tokspeed.load.plan import LoadPlan
 from tokspeed.metrics.cold_start import add_cold_start
 from tokspeed.records import RequestRecord
@@ -359,9 +359,16 @@ async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Obser
                 state.window = run.telemetry.window("begin", state.index)
             obs.phase_started(point.name, phase)
             runner = phase_runner(point.workload)  # run_phase, or conversations for a multi-turn workload
-            await run_guarded(runner(plan, phase, point.backend, point.workload, on_record, obs.started), guard)
+            try:
+                await run_guarded(runner(plan, phase, point.backend, point.workload, on_record, obs.started), guard)
+            except TargetGone as exc:  # refused for long after answering: a failed run that keeps its results
+                raise RunStopped(str(exc)) from None
             obs.phase_finished(phase)
     finally:
+        notes = getattr(point.backend, "transport_notes", None)  # refused connections and the back-off
+        for note in notes() if notes is not None else []:
+            if note not in run.notes:
+                run.notes.append(note)
         if state.window is not None and run.telemetry is not None:
             state.window_end = run.telemetry.window("end", state.index)
         if not run.result.samples:
