@@ -266,3 +266,27 @@ def test_a_server_that_does_not_end_its_body_after_done_costs_no_drain_wait(
     # the bug: each slot waited DRAIN_S (2 s) per request, 165 -> 11 req/s; fixed, ~0.6-1x normal here
     assert faulty["throughput"]["requests_per_s"] > normal["throughput"]["requests_per_s"] / 4
     assert faulty["lateness_ms"]["p50"] < 500
+
+
+@pytest.mark.parametrize("signals", [("SIGINT", "SIGINT"), ("SIGTERM", "SIGTERM"), ("SIGHUP",)],
+                         ids=["sigint-twice", "sigterm-twice", "sighup"])
+def test_a_second_signal_or_a_hangup_stops_the_run_cleanly(
+    start_sim: Callable[..., SimServer], tmp_path: Path, signals: tuple[str, ...]
+) -> None:
+    """The second signal 20 ms after the first (was: a CancelledError traceback, exit 1); SIGHUP as SIGTERM."""
+    sim = start_sim("--ttft-ms", "5", "--itl-ms", "2")
+    out = tmp_path / "r"
+    proc = start_run("--target", sim.url, "--out", str(out), "--concurrency", "8", "--requests", "100000",
+                     "--max-tokens", "10", "--warmup", "0", "--plain")
+    wait_for_records(out, 40, proc)
+    for name in signals:
+        proc.send_signal(getattr(signal, name))
+        time.sleep(0.02)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "CancelledError" not in stderr
+    result = load_json(out / "run.json")
+    assert result["status"] == "interrupted" and result["benchmarks"]
+    assert not list(out.glob("*.tmp"))
+    recs = records(out)
+    assert len(recs) >= 40 and {r["status"] for r in recs} <= {"ok", "incomplete"}

@@ -185,9 +185,10 @@ async def execute_run(
     out_dir: Path,
     observer: Observer | None = None,
     overwrite: bool = False,
+    interrupt: Interrupt | None = None,
 ) -> RunOutcome:
     """Run one load point (warm-up, iterations); returns even when interrupted (status says so)."""
-    return await execute_points(cfg, single_point(cfg, backend, workload), out_dir, observer, overwrite)
+    return await execute_points(cfg, single_point(cfg, backend, workload), out_dir, observer, overwrite, interrupt)
 
 
 class _Run:
@@ -211,12 +212,49 @@ class _Run:
         self.writer.write_run(self.result)
 
 
+class Interrupt:
+    """A stop asked from outside (SIGINT, SIGTERM, SIGHUP): the load is cancelled once, later asks only counted.
+
+    `execute_points` hands it the task running the load (`watch`); `request()` cancels that task
+    the first time and does nothing more after, so a second signal 50 ms later cannot land in
+    the summary or the final writes. A stop asked once the load is over (while summarising)
+    still marks the run interrupted.
+    """
+
+    __slots__ = ("asked", "_task")
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self._task: asyncio.Future[Any] | None = None
+
+    def watch(self, task: asyncio.Future[Any] | None) -> None:
+        self._task = task
+        if task is not None and self.asked:
+            task.cancel()
+
+    def request(self) -> bool:
+        """Ask the run to stop; True the first time (when the load is cancelled)."""
+        self.asked += 1
+        if self.asked == 1 and self._task is not None:
+            self._task.cancel()
+        return self.asked == 1
+
+
+@dataclass
+class _Current:
+    """The load point in progress (None between points) and its state."""
+
+    point: LoadPoint | None = None
+    state: _PointState | None = None
+
+
 async def execute_points(
     cfg: RunConfig,
     points: PointSource,
     out_dir: Path,
     observer: Observer | None = None,
     overwrite: bool = False,
+    interrupt: Interrupt | None = None,
 ) -> RunOutcome:
     """Run each load point the source yields, one after another, into one results directory.
 
@@ -225,48 +263,87 @@ async def execute_points(
     unreachable, ...) is re-raised after run.json records the failure. A point stopped
     by `--max-error-rate`, or whose target stopped answering, ends the run with status
     "failed" and the reason in `error`.
+
+    The load runs in a task of its own; `interrupt` (or a cancellation of the caller) cancels
+    only that task, so the summaries and the final writes that follow are never cut: the run
+    ends "interrupted" with what it measured, whenever the stop came.
     """
     obs = observer or NullObserver()
     run = _Run(cfg, out_dir, overwrite)
-    point: LoadPoint | None = None
-    state: _PointState | None = None
-    try:
+    cur = _Current()
+
+    async def load() -> None:
         await _start_telemetry(run)
-        point = next(points)
+        cur.point = next(points)
         while True:
-            state = _PointState(index=len(run.result.benchmarks), offset=run.writer.position())
-            await _run_point(run, point, state, obs)
-            obs.summarising(point.name, state.finished)
-            bench = _add_benchmark(run, point, state)
-            point = None
+            cur.state = _PointState(index=len(run.result.benchmarks), offset=run.writer.position())
+            await _run_point(run, cur.point, cur.state, obs)
+            obs.summarising(cur.point.name, cur.state.finished)
+            bench = _add_benchmark(run, cur.point, cur.state)
+            cur.point = None
             try:
-                point = points.send(bench)
+                cur.point = points.send(bench)
             except StopIteration as stop:
                 for key, value in (stop.value or {}).items():
                     setattr(run.result, key, value)
                 break
-        run.result.status = "complete"
-    except RunStopped as exc:
-        run.result.status, run.result.error = "failed", str(exc)
-        if exc.args and str(exc).startswith("stopped early"):
-            run.notes.append(f"the run {exc}; its summary covers only the requests that finished before")
-        _stop_source(run, points)
-    except asyncio.CancelledError:
-        run.result.status = "interrupted"
-        _stop_source(run, points)
-    except TokspeedError as exc:
-        run.result.status, run.result.error = "failed", str(exc)
-        raise
-    finally:
-        if point is not None and state is not None and state.finished:
-            _add_benchmark(run, point, state)
+
+    work = asyncio.ensure_future(load())
+    if interrupt is not None:
+        interrupt.watch(work)
+    failure: BaseException | None = None
+    stopped = False  # the caller was cancelled
+    try:
         try:
-            await _stop_telemetry(run)
-        finally:
-            _finish(run)
-        if point is not None:
-            await point.backend.close()
+            await asyncio.wait({work})
+        except asyncio.CancelledError:  # the caller was cancelled: stop the load, keep what it measured
+            stopped = True
+            work.cancel()
+            await asyncio.wait({work})
+        if interrupt is not None:
+            interrupt.watch(None)
+        if work.cancelled():
+            run.result.status = "interrupted"
+            _stop_source(run, points)
+        elif (exc := work.exception()) is None:
+            asked = stopped or (interrupt is not None and interrupt.asked > 0)  # a stop while summarising
+            run.result.status = "interrupted" if asked else "complete"
+        elif isinstance(exc, RunStopped):
+            run.result.status, run.result.error = "failed", str(exc)
+            if exc.args and str(exc).startswith("stopped early"):
+                run.notes.append(f"the run {exc}; its summary covers only the requests that finished before")
+            _stop_source(run, points)
+        else:
+            if isinstance(exc, TokspeedError):
+                run.result.status, run.result.error = "failed", str(exc)
+            failure = exc
+    finally:
+        await _wind_up(run, cur)
+    if failure is not None:
+        raise failure
     return RunOutcome(result=run.result, directory=out_dir, requests=run.requests)
+
+
+async def _wind_up(run: _Run, cur: _Current) -> None:
+    """Summarise a point stopped midway, stop the samplers, write run.json, close the backend.
+
+    A cancellation arriving here (a caller cancelled again) is absorbed: the run is already
+    stopping, and cutting these steps would leave run.json "running".
+    """
+    point, state = cur.point, cur.state
+    if point is not None and state is not None and state.finished:
+        _add_benchmark(run, point, state)
+    try:
+        await _stop_telemetry(run)
+    except asyncio.CancelledError:
+        run.result.status = "interrupted" if run.result.status in ("running", "complete") else run.result.status
+    finally:
+        _finish(run)
+    if point is not None:
+        try:
+            await point.backend.close()
+        except asyncio.CancelledError:
+            pass
 
 
 def _stop_source(run: _Run, points: PointSource) -> None:
