@@ -29,7 +29,7 @@ from tokspeed.diagnosis.digest import PointDigest
 from tokspeed.diagnosis.rules import diagnose_point, diagnose_result, ordered
 from tokspeed.diagnosis.schema import Finding
 from tokspeed.environment import capture_environment, server_facts
-from tokspeed.errors import TargetGone, TokspeedError
+from tokspeed.errors import ResultsError, TargetGone, TokspeedError
 from tokspeed.load.plan import LoadPlan
 from tokspeed.metrics.cold_start import add_cold_start
 from tokspeed.records import RequestRecord
@@ -318,32 +318,43 @@ async def execute_points(
                 run.result.status, run.result.error = "failed", str(exc)
             failure = exc
     finally:
-        await _wind_up(run, cur)
+        late = await _wind_up(run, cur)
+    failure = failure or late
     if failure is not None:
         raise failure
     return RunOutcome(result=run.result, directory=out_dir, requests=run.requests)
 
 
-async def _wind_up(run: _Run, cur: _Current) -> None:
+async def _wind_up(run: _Run, cur: _Current) -> ResultsError | None:
     """Summarise a point stopped midway, stop the samplers, write run.json, close the backend.
 
     A cancellation arriving here (a caller cancelled again) is absorbed: the run is already
-    stopping, and cutting these steps would leave run.json "running".
+    stopping, and cutting these steps would leave run.json "running". So is a results file that
+    cannot be written (a full disk): every step still runs, and the first such failure is
+    returned for the caller to raise.
     """
     point, state = cur.point, cur.state
+    failed: ResultsError | None = None
     if point is not None and state is not None and state.finished:
-        _add_benchmark(run, point, state)
+        try:
+            _add_benchmark(run, point, state)
+        except ResultsError as exc:
+            failed = exc
     try:
         await _stop_telemetry(run)
     except asyncio.CancelledError:
         run.result.status = "interrupted" if run.result.status in ("running", "complete") else run.result.status
     finally:
-        _finish(run)
+        try:
+            _finish(run)
+        except ResultsError as exc:
+            failed = failed or exc
     if point is not None:
         try:
             await point.backend.close()
         except asyncio.CancelledError:
             pass
+    return failed
 
 
 def _stop_source(run: _Run, points: PointSource) -> None:
@@ -562,8 +573,10 @@ def _finish(run: _Run) -> None:
     result.finished_at = now_iso()
     result.diagnosis = _diagnosis(run)
     result.warnings = [*result.warnings, *grouped_warnings(_uncovered(run.point_warnings, result.diagnosis)), *run.notes]
-    run.writer.write_run(result)
-    run.writer.close()
+    try:
+        run.writer.write_run(result)
+    finally:
+        run.writer.close()
 
 
 def _uncovered(
