@@ -290,3 +290,37 @@ def test_a_second_signal_or_a_hangup_stops_the_run_cleanly(
     assert not list(out.glob("*.tmp"))
     recs = records(out)
     assert len(recs) >= 40 and {r["status"] for r in recs} <= {"ok", "incomplete"}
+
+
+def test_a_stalled_stream_is_cut_off_after_the_duration_and_a_grace_not_the_timeout(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    """--duration 2s with streams that stall for 100 s: the run ends ~10 s (the grace) after the duration, not at
+    --timeout (600 s); the stalled requests are recorded as cut off; --plain keeps printing progress meanwhile."""
+    sim = start_sim("--ttft-ms", "2", "--itl-ms", "5", "--seed", "3", "--clean-requests", "1",
+                    "--fault", "stall=0.05", "--stall-ms", "100000")
+    out = tmp_path / "r"
+    t0 = time.monotonic()
+    p = run_cli("run", "--target", sim.url, "--out", str(out), "--concurrency", "4", "--duration", "2s",
+                "--max-tokens", "6", "--warmup", "0", "--plain", "--no-telemetry", timeout=120)
+    elapsed = time.monotonic() - t0
+    assert p.returncode == 0, p.stderr
+    assert elapsed < 90  # 2 s + the 10 s grace + start-up and summary (~23 s at load 5 here); the bug: 600 s
+    result = load_json(out / "run.json")
+    assert result["status"] == "complete"
+    cut = [r for r in records(out) if r["status"] == "incomplete"]
+    assert cut and all("after --duration ended" in r["error"] for r in cut)
+    assert any("cut off" in w for w in result["warnings"])
+    progress = [line for line in p.stdout.splitlines() if "iteration 1:" in line]
+    assert len(progress) >= 2  # a line every 10 s while the phase waits, then the phase's own line
+
+
+def test_a_probe_that_gets_no_answer_says_so_within_its_timeout(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    sim = start_sim("--ttft-ms", "2", "--itl-ms", "1", "--fault", "stall=1", "--stall-ms", "100000")
+    p = run_cli("run", "--target", sim.url, "--out", str(tmp_path / "r"), "--requests", "5", "--timeout", "2",
+                "--plain", timeout=60)
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    err = " ".join(p.stderr.split())
+    assert "got no answer within 2 s" in err and "is the server running?" not in err

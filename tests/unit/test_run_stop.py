@@ -93,3 +93,37 @@ async def test_cancelling_the_caller_once_or_twice_keeps_the_outcome(tmp_path: P
     outcome = await task
     assert outcome.result.status == "interrupted"
     assert load_run(tmp_path / "r")[0].status == "interrupted"
+
+
+def test_timed_phases_and_their_warm_up_are_cut_a_grace_after_the_duration() -> None:
+    from tokspeed.runner.executor import Phase
+    from tokspeed.runner.run import _Cut, duration_grace_s
+
+    timed = RunConfig(duration_s=4, warmup=8)
+    assert duration_grace_s(timed) == 10  # at least DURATION_GRACE_MIN_S
+    assert duration_grace_s(RunConfig(duration_s=300)) == 300  # as long again as the duration
+    assert duration_grace_s(RunConfig(duration_s=300, timeout_s=30)) == 30  # never past --timeout
+    assert duration_grace_s(RunConfig(requests=10)) is None
+    cut = _Cut(duration_grace_s(timed))
+    warmup = Phase(iteration=0, warmup=True, n=8, duration_s=None)
+    measured = Phase(iteration=1, warmup=False, n=None, duration_s=4, lead_s=2)
+    assert cut.limit_s(warmup, timed) == 14 and cut.limit_s(measured, timed) == 16
+    assert _Cut(None).limit_s(measured, RunConfig(requests=10)) is None
+
+
+async def test_a_phase_past_its_limit_is_cut_and_its_requests_in_flight_say_why(tmp_path: Path) -> None:
+    from tokspeed.records import Status
+    from tokspeed.runner.run import _Cut
+
+    cut = _Cut(0.05)
+    record = RequestRecord(index=0, iteration=1, warmup=False, scheduled_ns=0)
+
+    async def stalled() -> None:
+        try:
+            await asyncio.sleep(30)
+        finally:
+            record.status = Status.INCOMPLETE
+            cut.mark(record)
+
+    await asyncio.wait_for(cut.run(stalled(), 0.05), 5)
+    assert cut.count == 1 and record.error == "cut off: still in flight 0.05 s after --duration ended"

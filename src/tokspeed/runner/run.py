@@ -18,13 +18,13 @@ import asyncio
 import dataclasses
 import heapq
 import time
-from collections.abc import Generator
+from collections.abc import Coroutine, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from tokspeed.backends.base import Backend, TargetInfo
-from tokspeed.config import SAMPLE_OUTPUTS, RunConfig
+from tokspeed.config import DURATION_GRACE_MIN_S, SAMPLE_OUTPUTS, RunConfig
 from tokspeed.diagnosis.digest import PointDigest
 from tokspeed.diagnosis.rules import diagnose_point, diagnose_result, ordered
 from tokspeed.diagnosis.schema import Finding
@@ -32,7 +32,7 @@ from tokspeed.environment import capture_environment, server_facts
 from tokspeed.errors import ResultsError, TargetGone, TokspeedError
 from tokspeed.load.plan import LoadPlan
 from tokspeed.metrics.cold_start import add_cold_start
-from tokspeed.records import RequestRecord
+from tokspeed.records import RequestRecord, Status
 from tokspeed.results import (
     REQUESTS_FILE,
     Benchmark,
@@ -414,11 +414,62 @@ class _PointState:
     began_ns: int | None = None  # when its backend's start() was called (cold start)
 
 
+def duration_grace_s(cfg: RunConfig) -> float | None:
+    """How long requests still in flight at the end of --duration may take to finish (None: no --duration)."""
+    if cfg.duration_s is None:
+        return None
+    return min(cfg.timeout_s, max(DURATION_GRACE_MIN_S, cfg.duration_s))
+
+
+class _Cut:
+    """A timed phase's hard end: its duration (held warm-up included) plus the grace; what it cut off."""
+
+    __slots__ = ("active", "count", "grace_s")
+
+    def __init__(self, grace_s: float | None) -> None:
+        self.grace_s = grace_s
+        self.active = False
+        self.count = 0
+
+    def limit_s(self, phase: Phase, cfg: RunConfig) -> float | None:
+        """Seconds after the phase starts when its requests in flight are cut off (None: never)."""
+        if self.grace_s is None or cfg.duration_s is None:
+            return None
+        return phase.lead_s + (phase.duration_s or cfg.duration_s) + self.grace_s  # a warm-up is held to --duration too
+
+    def mark(self, record: RequestRecord) -> None:
+        if self.active and record.status is Status.INCOMPLETE:
+            self.count += 1
+            record.error = f"cut off: still in flight {self.grace_s:g} s after --duration ended"
+
+    async def run(self, phase_run: Coroutine[Any, Any, None], limit_s: float | None) -> None:
+        """Run the phase; past `limit_s`, cancel it (its requests in flight end incomplete) and return."""
+        task = asyncio.ensure_future(phase_run)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=limit_s)
+        except asyncio.CancelledError:
+            task.cancel()
+            await asyncio.wait({task})
+            raise
+        if task not in done:
+            self.active = True
+            try:
+                task.cancel()
+                await asyncio.wait({task})
+            finally:
+                self.active = False
+            if task.cancelled():
+                return
+        task.result()
+
+
 async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Observer) -> None:
     """Start the point's backend, warm up, run its iterations; each record goes to disk, not to memory."""
     guard = ErrorRateGuard(point.cfg.max_error_rate)
+    cut = _Cut(duration_grace_s(point.cfg))
 
     def on_record(record: RequestRecord) -> None:
+        cut.mark(record)
         if plan.timeline is not None:  # scheduled load: the record's stage and class
             plan.timeline.label(record)
         record.benchmark = state.index
@@ -447,12 +498,18 @@ async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Obser
                 state.window = run.telemetry.window("begin", state.index)
             obs.phase_started(point.name, phase)
             runner = phase_runner(point.workload)  # run_phase, or conversations for a multi-turn workload
+            phase_run = runner(plan, phase, point.backend, point.workload, on_record, obs.started)
             try:
-                await run_guarded(runner(plan, phase, point.backend, point.workload, on_record, obs.started), guard)
+                await run_guarded(cut.run(phase_run, cut.limit_s(phase, point.cfg)), guard)
             except TargetGone as exc:  # refused for long after answering: a failed run that keeps its results
                 raise RunStopped(str(exc)) from None
             obs.phase_finished(phase)
     finally:
+        if cut.count:
+            run.notes.append(
+                f"{cut.count} requests were still in flight {cut.grace_s:g} s after --duration ended: cut off, "
+                "recorded as incomplete (not in the summary); raise --duration or look for stalled streams"
+            )
         notes = getattr(point.backend, "transport_notes", None)  # refused connections and the back-off
         for note in notes() if notes is not None else []:
             if note not in run.notes:
