@@ -337,6 +337,7 @@ class Pool:
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._draining: set[Connection] = set()  # detached, body still arriving, not counted in _open
         self.refusals = Refusals()
+        self.unended = 0  # bodies detached at [DONE] that never ended by their framing (closed, reset, held)
         self._ssl: ssl_module.SSLContext | None = ssl_module.create_default_context() if endpoint.tls else None
 
     async def acquire(self) -> tuple[Connection, int | None]:
@@ -401,7 +402,9 @@ class Pool:
         """
         if conn.reusable:
             self._idle.append(conn)
-        elif conn.draining and len(self._draining) < self.limit:  # at most `limit` more sockets open
+        elif conn.draining and len(self._draining) >= self.limit:  # at most `limit` more sockets open
+            self._drop(conn)
+        elif conn.draining:
             self._open -= 1
             self._draining.add(conn)
             conn._after = self._drained
@@ -417,13 +420,16 @@ class Pool:
             self._open += 1
             self._idle.append(conn)
             self._wake()
-        elif not conn.closed:
-            conn.abort()
+        else:
+            self.unended += conn.closed
+            if not conn.closed:
+                conn.abort()
 
     def _drain_expired(self, conn: Connection) -> None:
         if conn._after is not None:  # still draining
             conn._after = None
             self._draining.discard(conn)
+            self.unended += 1
             conn.abort()
 
     def _drop(self, conn: Connection) -> None:

@@ -126,8 +126,16 @@ class PooledHTTPBackend(ABC, Generic[R]):
 
     def transport_notes(self) -> list[str]:
         """What the connection pool has to say for run.json's warnings (refused connections and back-off)."""
-        note = self._pool.refusals.note() if self._pool is not None else None
-        return [note] if note else []
+        if self._pool is None:
+            return []
+        notes = [self._pool.refusals.note()]
+        if self._pool.unended:
+            notes.append(
+                f"{self._pool.unended} responses did not end their HTTP body after data: [DONE] (the server closed, "
+                "reset or held the connection without the chunk terminator): each was recorded at [DONE] and its "
+                "connection not reused, so as many requests opened a new connection"
+            )
+        return [n for n in notes if n]
 
     async def close(self) -> None:
         if self._pool is not None:
