@@ -244,3 +244,21 @@ def test_refusals_back_off_doubling_to_a_cap_and_reset_when_a_connection_opens()
     never = Refusals()  # a target that never answered is not "gone": start-up reports it
     never.refused(0)
     assert never.gone(int(GIVE_UP_S * 2e9)) is None
+
+
+async def test_a_client_worker_keeps_the_connect_error_of_a_request_that_found_the_target_gone() -> None:
+    """In a client worker, TargetGone must not turn the refused request into an `other` error."""
+    from tokspeed.backends.worker_child import _one
+    from tokspeed.errors import TargetGone
+    from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status
+
+    class Gone:
+        async def send(self, spec: RequestSpec, record: RequestRecord) -> None:
+            record.sent_ns, record.end_ns = 1, 2
+            record.status, record.error_kind, record.error = Status.ERROR, ErrorKind.CONNECT, "refused"
+            raise TargetGone("the target stopped answering")
+
+    sent: list[bytes] = []
+    record = RequestRecord(index=0, iteration=1, warmup=False, scheduled_ns=0)
+    await _one(Gone(), 1, RequestSpec(index=0, prompt="p"), record, sent.append)  # type: ignore[arg-type]
+    assert (record.status, record.error_kind, record.error) == (Status.ERROR, ErrorKind.CONNECT, "refused") and sent
