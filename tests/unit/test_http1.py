@@ -187,7 +187,15 @@ async def _serve_chunks_then(after: str) -> tuple[asyncio.AbstractServer, int]:
         await reader.readuntil(b"\r\n\r\n")
         writer.write(HEAD + b"5\r\nhello\r\n")
         await writer.drain()
-        if after == "close":
+        if after == "terminator":  # a little after [DONE], as every well-behaved server does
+            while True:
+                await asyncio.sleep(0.005)
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+                await reader.readuntil(b"\r\n\r\n")
+                writer.write(HEAD + b"5\r\nhello\r\n")
+                await writer.drain()
+        elif after == "close":
             writer.close()
         elif after == "reset":
             writer.transport.abort()
@@ -221,6 +229,25 @@ async def test_a_draining_connection_never_makes_the_next_request_wait(after: st
         pool.close()
         server.close()
     assert not pool._draining and pool._open == 0
+
+
+async def test_a_connection_whose_terminator_follows_done_is_reused() -> None:
+    """The normal case: the chunk terminator comes a few ms after [DONE]; the next request waits for it, no reconnect."""
+    from tokspeed.backends.http1 import Pool
+
+    server, port = await _serve_chunks_then("terminator")
+    pool = Pool(Endpoint(f"http://127.0.0.1:{port}/v1"), limit=1)
+    connects = []
+    try:
+        for _ in range(4):
+            conn, connect_ns = await asyncio.wait_for(pool.acquire(), 5)
+            connects.append(connect_ns)
+            assert await conn.exchange(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", DetachingSink(conn)) == 1
+            pool.release(conn)
+    finally:
+        pool.close()
+        server.close()
+    assert connects[0] is not None and connects[1:] == [None, None, None] and pool.unended == 0
 
 
 def test_refusals_back_off_doubling_to_a_cap_and_reset_when_a_connection_opens() -> None:

@@ -38,7 +38,8 @@ PREWARM_PARALLEL = 128  # connects in progress at once while opening connections
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 1.0
 GIVE_UP_S = 10.0  # refused this long without a break, after the target had answered: it is gone
-DRAIN_S = 2.0  # how long a detached response may take to end before its connection is closed (no request waits)
+DRAIN_S = 2.0  # how long a detached response may take to end before its connection is closed
+DRAIN_HOLD_S = 0.05  # how long a request may wait for a draining connection before opening a new one
 
 
 class HTTPError(Exception):
@@ -167,6 +168,7 @@ class Connection(ResponseParsing, asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.keep_alive = True
+        self.unended = False  # closed after being detached, before its body ended in its framing
         self._parser = httptools.HttpResponseParser(self)
         self._sink: ResponseSink | None = None
         self._done: asyncio.Future[int] | None = None
@@ -201,6 +203,8 @@ class Connection(ResponseParsing, asyncio.Protocol):
             what = f"{type(exc).__name__}: {exc}" if exc else "server closed the connection"
             where = "before the response ended" if self._in_body else "before the response"
             done.set_exception(ConnectionLost(f"{what} {where}"))
+        elif done is not None:  # detached at [DONE], then closed before its body ended in its framing
+            self.unended = True
 
     def eof_received(self) -> bool | None:
         return False  # close our side too; connection_lost follows
@@ -335,7 +339,8 @@ class Pool:
         self._idle: list[Connection] = []
         self._open = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
-        self._draining: set[Connection] = set()  # detached, body still arriving, not counted in _open
+        self._draining: set[Connection] = set()  # detached, body still arriving
+        self._uncounted: set[Connection] = set()  # draining past DRAIN_HOLD_S: no longer counted in _open
         self.refusals = Refusals()
         self.unended = 0  # bodies detached at [DONE] that never ended by their framing (closed, reset, held)
         self._ssl: ssl_module.SSLContext | None = ssl_module.create_default_context() if endpoint.tls else None
@@ -394,43 +399,61 @@ class Pool:
         """Give a connection back after an exchange; a connection that cannot be reused is closed.
 
         A detached connection whose body is still arriving (the stream's `[DONE]` came
-        before the HTTP terminator) leaves the pool's count at once, so no request waits for
-        it: it drains in the background and comes back (when there is room) if its body ends
-        in its framing, or is closed if the peer closes or resets it (`connection_lost`), or if
-        that takes longer than `DRAIN_S`. A connection whose body did not end by its own framing
-        is never reused: where the next response would begin is unknown.
+        before the HTTP terminator) drains in the background: it comes back to the pool when
+        its body ends in its framing (normally within a millisecond), or is dropped at once if
+        the peer closes or resets it (`connection_lost`). It keeps its place in the pool's count
+        for DRAIN_HOLD_S only: after that a waiting request opens a new connection rather than
+        wait for it, and it is closed if its body has not ended after `DRAIN_S`. A connection
+        whose body did not end by its own framing is never reused: where the next response
+        would begin is unknown.
         """
         if conn.reusable:
             self._idle.append(conn)
-        elif conn.draining and len(self._draining) >= self.limit:  # at most `limit` more sockets open
+        elif conn.unended:  # [DONE], then a close or reset before the pool even had it back
+            self.unended += 1
             self._drop(conn)
-        elif conn.draining:
-            self._open -= 1
+        elif conn.draining and len(self._draining) < self.limit:  # at most `limit` more sockets open
             self._draining.add(conn)
             conn._after = self._drained
-            asyncio.get_running_loop().call_later(DRAIN_S, self._drain_expired, conn)
+            loop = asyncio.get_running_loop()
+            loop.call_later(DRAIN_HOLD_S, self._stop_holding, conn)
+            loop.call_later(DRAIN_S, self._drain_expired, conn)
+            return
         else:
             self._drop(conn)
         self._wake()
 
+    def _stop_holding(self, conn: Connection) -> None:
+        """A drain past DRAIN_HOLD_S: its place in the count goes to the requests waiting for one."""
+        if conn._after is not None and conn not in self._uncounted:
+            self._uncounted.add(conn)
+            self._open -= 1
+            self._wake()
+
     def _drained(self, conn: Connection) -> None:
         """A draining connection's body ended (or it closed): back into the pool if reusable and there is room."""
         self._draining.discard(conn)
-        if conn.reusable and self._open < self.limit:
-            self._open += 1
+        counted = conn not in self._uncounted
+        self._uncounted.discard(conn)
+        if conn.reusable and (counted or self._open < self.limit):
+            self._open += not counted
             self._idle.append(conn)
-            self._wake()
         else:
             self.unended += conn.closed
+            self._open -= counted
             if not conn.closed:
                 conn.abort()
+        self._wake()
 
     def _drain_expired(self, conn: Connection) -> None:
         if conn._after is not None:  # still draining
             conn._after = None
             self._draining.discard(conn)
+            self._open -= conn not in self._uncounted
+            self._uncounted.discard(conn)
             self.unended += 1
             conn.abort()
+            self._wake()
 
     def _drop(self, conn: Connection) -> None:
         self._open -= 1
@@ -471,4 +494,6 @@ class Pool:
         for conn in self._draining:
             conn._after = None
             conn.abort()
+        self._open -= len(self._draining - self._uncounted)
         self._draining.clear()
+        self._uncounted.clear()

@@ -131,9 +131,9 @@ class PooledHTTPBackend(ABC, Generic[R]):
         notes = [self._pool.refusals.note()]
         if self._pool.unended:
             notes.append(
-                f"{self._pool.unended} responses did not end their HTTP body after data: [DONE] (the server closed, "
-                "reset or held the connection without the chunk terminator): each was recorded at [DONE] and its "
-                "connection not reused, so as many requests opened a new connection"
+                f"at least {self._pool.unended} responses did not end their HTTP body after data: [DONE] (the server "
+                "closed, reset or held the connection without the chunk terminator): each was recorded at [DONE] and "
+                "its connection not reused, so as many requests opened a new connection"
             )
         return [n for n in notes if n]
 
