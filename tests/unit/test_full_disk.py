@@ -113,7 +113,7 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> Disk:
 
 
 async def test_a_full_disk_ends_the_run_failed_with_its_records_and_no_temp_file(tmp_path: Path, disk: Disk) -> None:
-    disk.free = 40_000  # ~100 records of ~330 bytes, then the disk is full
+    disk.free = 40_000  # ~56 records of ~710 bytes, then the disk is full
     out = tmp_path / "r"
     cfg = RunConfig(profile="concurrency", concurrency=4, requests=1000, warmup=0, telemetry=False)
     with pytest.raises(ResultsError, match="No space left on device") as caught:
@@ -124,7 +124,7 @@ async def test_a_full_disk_ends_the_run_failed_with_its_records_and_no_temp_file
     assert saved["status"] == "failed"  # patched in place: no space was needed
     lines = (out / REQUESTS_FILE).read_bytes().split(b"\n")
     whole = lines[:-1]
-    assert len(whole) > 50 and lines[-1] and not lines[-1].endswith(b"}")  # one torn line at the end, no more
+    assert len(whole) > 40 and lines[-1] and not lines[-1].endswith(b"}")  # one torn line at the end, no more
     result, records = load_run(out)
     assert len(records) == len(whole)
     assert result.status == "failed" and result.benchmarks[0].summary.requests.completed == len(whole)
@@ -142,3 +142,16 @@ def test_report_names_a_corrupt_line_and_reads_the_rest(tmp_path: Path) -> None:
     assert [r.index for r in read_records(tmp_path / REQUESTS_FILE, skipped=skipped)] == [0, 1]
     assert [s.split(": a ")[0][-2:] for s in skipped] == [":2", ":4"]
     assert "corrupt" in skipped[0] and "torn" in skipped[1]
+
+
+async def test_a_disk_that_fills_at_the_summary_keeps_the_records_and_summarises_once(tmp_path: Path, disk: Disk) -> None:
+    disk.free = 40_000  # all 50 records fit (~36 KB); the summary's run.json (~17 KB) does not
+    out = tmp_path / "r"
+    cfg = RunConfig(profile="concurrency", concurrency=4, requests=50, warmup=0, telemetry=False)
+    with pytest.raises(ResultsError, match=f"cannot write {out / RUN_FILE}: No space left on device"):
+        await execute_run(cfg, Backend(), Workload(), out)
+    assert not (out / (RUN_FILE + ".tmp")).exists()
+    assert orjson.loads((out / RUN_FILE).read_bytes())["status"] == "failed"
+    result, records = load_run(out)
+    assert len(records) == 50 and len(result.benchmarks) == 1
+    assert result.benchmarks[0].summary.requests.completed == 50

@@ -335,7 +335,8 @@ async def _wind_up(run: _Run, cur: _Current) -> ResultsError | None:
     """
     point, state = cur.point, cur.state
     failed: ResultsError | None = None
-    if point is not None and state is not None and state.finished:
+    # (a point whose summary is already in the result failed only to be written: not summarised twice)
+    if point is not None and state is not None and state.finished and len(run.result.benchmarks) == state.index:
         try:
             _add_benchmark(run, point, state)
         except ResultsError as exc:
