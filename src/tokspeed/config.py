@@ -32,6 +32,10 @@ from tokspeed.metrics.slo import FROM_SCHEDULE, SLO, parse_slo
 DEFAULT_REQUESTS = 100
 DEFAULT_OUTPUT_TOKENS = "256"
 DEFAULT_TIMEOUT_S = 600.0
+# at the end of --duration, requests still in flight get this long again as the duration (at least
+# DURATION_GRACE_MIN_S, at most --timeout) to finish; then they are cut off and recorded as incomplete
+DURATION_GRACE_MIN_S = 10.0
+PROBE_TIMEOUT_S = 60.0  # the start-up probe (one 1-token request) and discovery, at most --timeout
 RETRY_STATUSES = (429, 503)  # --retries repeats only these: the server asked the client to come back
 RETRY_AFTER_CAP_S = 30.0  # the longest Retry-After honoured (and the backoff's ceiling)
 RETRY_BACKOFF_S = 0.5  # without Retry-After: wait 0.5 s, 1 s, 2 s, ... between attempts

@@ -5,7 +5,9 @@
     ├── WorkloadError          a dataset that cannot be read or used   (CLI exit 2)
     ├── TargetError            the target cannot be reached or used    (CLI exit 1)
     ├── BackendLost            the backend can no longer send (a client worker
-    │                          process exited mid-run): the run stops  (CLI exit 1)
+    │   │                      process exited mid-run): the run stops  (CLI exit 1)
+    │   └── TargetGone         the target refused every connection for a while after
+    │                          answering: the run stops, status failed (CLI exit 1)
     └── ResultsError           a results directory cannot be read      (CLI exit 1)
 
 Failed *requests* are not exceptions: they are records with status "error".
@@ -40,6 +42,10 @@ class BackendLost(TokspeedError):
     """Raised by `Backend.send` after filling its record: nothing more can be sent, so the run stops."""
 
     exit_code = 1
+
+
+class TargetGone(BackendLost):
+    """The target answered, then refused every connection for `GIVE_UP_S`: the run stops as failed, with its results."""
 
 
 class ResultsError(TokspeedError):

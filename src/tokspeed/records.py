@@ -47,6 +47,7 @@ class Anomaly(str, Enum):
     MISSING_DONE = "missing_done"  # the stream closed cleanly after finish_reason, without data: [DONE]
     USAGE_BELOW_CHUNKS = "usage_below_chunks"  # usage.completion_tokens < token-bearing chunks: usage ignored
     MISSING_FINISH_REASON = "missing_finish_reason"  # data: [DONE] after tokens but no finish_reason: cut short?
+    NOT_STREAMED = "not_streamed"  # stream: true was asked, one whole JSON body came back: no TTFT, no ITL
 
 
 class TokenSource(str, Enum):

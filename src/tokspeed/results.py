@@ -13,7 +13,9 @@ still says "running" (the process was killed), it rebuilds the summaries from
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -209,6 +211,8 @@ class ResultsWriter:
             for path in existing:
                 path.unlink()
             self._requests: IO[bytes] = open(directory / REQUESTS_FILE, "xb")
+            self._broken: ResultsError | None = None  # the failed append that stopped the appends
+            self.appended = 0  # records written whole
         except OSError as exc:
             raise ConfigError(
                 f"cannot write results to {directory}: {exc.strerror}",
@@ -216,18 +220,45 @@ class ResultsWriter:
             ) from exc
 
     def append(self, record: RequestRecord) -> None:
-        """Write one finished request and flush it to the OS at once (one write: a kill leaves whole lines)."""
+        """Write one finished request and flush it to the OS at once (one write: a kill leaves whole lines).
+
+        After a failed write (a full disk) nothing more is appended: a second partial line would
+        land after the first, so the file keeps the whole records before the failure and at most
+        one torn line (which `report` names by its number).
+        """
+        if self._broken is not None:
+            raise self._broken
         try:
             self._requests.write(orjson.dumps(record.to_json_dict(self.epoch_offset_ns)) + b"\n")
             self._requests.flush()
         except OSError as exc:
-            raise ResultsError(f"cannot append to {self.directory / REQUESTS_FILE}: {exc.strerror}") from exc
+            self._broken = ResultsError(
+                f"cannot append to {self.directory / REQUESTS_FILE}: {exc.strerror}",
+                hint=_space_hint(exc, self.directory),
+            )
+            raise self._broken from exc
+        self.appended += 1
 
     def write_run(self, result: RunResult) -> None:
-        """Replace run.json atomically (write a temp file, then rename)."""
+        """Replace run.json atomically (write a temp file, then rename).
+
+        When that fails (a full disk), the temp file is removed and run.json's status is
+        patched in place (bytes already on disk, so no space is needed): a reader then sees
+        how the run ended, not "running". Raises ResultsError saying what could not be written.
+        """
         tmp = self.directory / (RUN_FILE + ".tmp")
-        tmp.write_bytes(result.to_json_bytes(self._redact))
-        os.replace(tmp, self.directory / RUN_FILE)
+        data = result.to_json_bytes(self._redact)
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, self.directory / RUN_FILE)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            patched = _patch_status(self.directory / RUN_FILE, result.status)
+            raise ResultsError(
+                f"cannot write {self.directory / RUN_FILE}: {exc.strerror}"
+                + (f" (its status says {result.status!r}; its summary is not saved)" if patched else ""),
+                hint=_space_hint(exc, self.directory),
+            ) from exc
 
     @property
     def requests_path(self) -> Path:
@@ -238,25 +269,59 @@ class ResultsWriter:
         return self._requests.tell()
 
     def close(self) -> None:
-        self._requests.close()
+        try:
+            self._requests.close()
+        except OSError:  # a buffered line that could not be flushed: the failure was already raised
+            pass
+
+
+def _space_hint(exc: OSError, directory: Path) -> str | None:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"free space where {directory} is (or pass another --out): the requests that finished before are in "
+                f"{REQUESTS_FILE}; tokspeed report {directory} summarises them")
+    return None
+
+
+_RUNNING = re.compile(rb'"status":(\s*)"running"')
+
+
+def _patch_status(run_file: Path, status: str) -> bool:
+    """Overwrite `"status": "running"` in run.json in place with `status` (same length, padded): True if done."""
+    if status == "running" or len(status) > len("running"):
+        return False
+    try:
+        with open(run_file, "r+b") as f:
+            m = _RUNNING.search(f.read())
+            if m is None:
+                return False
+            new = b'"status":%s"%s"' % (m.group(1), status.encode())
+            f.seek(m.start())
+            f.write(new.ljust(m.end() - m.start()))
+        return True
+    except OSError:
+        return False
 
 
 def read_records(
-    path: Path, benchmark: int | None = None, offset: int = 0, epoch_offset_ns: int = 0, compact: bool = False
+    path: Path, benchmark: int | None = None, offset: int = 0, epoch_offset_ns: int = 0, compact: bool = False,
+    skipped: list[str] | None = None,
 ) -> list[RequestRecord]:
     """Read requests.jsonl (or one load point of it); see `iter_records`."""
-    return list(iter_records(path, benchmark, offset, epoch_offset_ns, compact))
+    return list(iter_records(path, benchmark, offset, epoch_offset_ns, compact, skipped))
 
 
 def iter_records(
-    path: Path, benchmark: int | None = None, offset: int = 0, epoch_offset_ns: int = 0, compact: bool = False
+    path: Path, benchmark: int | None = None, offset: int = 0, epoch_offset_ns: int = 0, compact: bool = False,
+    skipped: list[str] | None = None,
 ) -> Iterator[RequestRecord]:
     """Stream requests.jsonl one record at a time, from byte `offset`, only load point `benchmark` if given.
 
     Times stay on the epoch scale unless the run's `epoch_offset_ns` is given (then they are back on
     the run's monotonic clock, as the runner held them). `compact` stores each record's chunk
     times as an int64 array (a quarter of the memory; for summaries, which only read them). A torn
-    last line (crash mid-write) is skipped; other bad lines are errors.
+    last line (crash mid-write) is skipped; other bad lines are errors, unless `skipped` is given:
+    then every torn or corrupt line is skipped, the rest still read, and each is named there
+    ("requests.jsonl:12: ...", the last one included).
     """
     where = str(path) if not offset else f"{path} (from byte {offset})"
     try:
@@ -270,6 +335,13 @@ def iter_records(
                     try:
                         record = RequestRecord.from_json_dict(orjson.loads(line), epoch_offset_ns, compact)
                     except (orjson.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
+                        if skipped is not None:
+                            torn = following is None and not line.endswith(b"\n")
+                            what = "torn (cut off mid-write)" if torn else "corrupt"
+                            skipped.append(f"{where}:{n}: a {what} line, skipped ({str(exc)[:120]}); "
+                                           "the other records were read")
+                            line, n = following, n + 1
+                            continue
                         if following is None:
                             return
                         raise ResultsError(f"{where}:{n}: not a tokspeed request record ({exc})") from exc
@@ -380,14 +452,21 @@ def load_run(directory: Path, with_records: bool = True) -> tuple[RunResult, lis
     if not directory.is_dir():
         raise ResultsError(f"{directory} is not a directory", hint="pass the --out directory of a run")
     run_file, req_file = directory / RUN_FILE, directory / REQUESTS_FILE
-    if not with_records and run_file.exists() and (saved := load_run_file(run_file)).status != "running":
-        return saved, []
-    records = read_records(req_file, compact=True) if req_file.exists() else []
+    if not with_records and run_file.exists():
+        saved = load_run_file(run_file)
+        if saved.status != "running" and (saved.status != "failed" or saved.benchmarks):
+            return saved, []
+    skipped: list[str] = []
+    records = read_records(req_file, compact=True, skipped=skipped) if req_file.exists() else []
     if run_file.exists():
         result = load_run_file(run_file)
         if result.status == "running" and records:
-            result = _rebuilt_from_records(result, records)
+            result = _rebuilt_from_records(result, records, torn=bool(skipped))
             result = _with_rebuilt_telemetry(result, directory)
+        elif result.status == "failed" and any(r.benchmark >= len(result.benchmarks) for r in records):
+            result = _rebuilt_from_records(result, records, why="the run failed before it could save their summary")
+        if skipped:
+            result = result.model_copy(update={"warnings": [*result.warnings, *skipped]})
         return result, records
     if not records:
         raise ResultsError(f"{directory} holds neither {RUN_FILE} nor any request in {REQUESTS_FILE}")
@@ -395,7 +474,8 @@ def load_run(directory: Path, with_records: bool = True) -> tuple[RunResult, lis
         status="interrupted",
         started_at="unknown",
         benchmarks=missing_benchmarks([], records, [], {"kind": "unknown"}),
-        warnings=[f"{RUN_FILE} was missing: summary rebuilt from {REQUESTS_FILE}; config and environment unknown"],
+        warnings=[f"{RUN_FILE} was missing: summary rebuilt from {REQUESTS_FILE}; config and environment unknown",
+                  *skipped],
     )
     return result, records
 
@@ -413,15 +493,23 @@ def _with_rebuilt_telemetry(result: RunResult, directory: Path) -> RunResult:
     return result.model_copy(update={"telemetry": rebuild_telemetry(path, output or None, requests or None)})
 
 
-def _rebuilt_from_records(result: RunResult, records: list[RequestRecord]) -> RunResult:
-    """A run whose process died before writing its summary (run.json still says "running")."""
+def _rebuilt_from_records(result: RunResult, records: list[RequestRecord], torn: bool = False,
+                          why: str | None = None) -> RunResult:
+    """A run whose process died before writing its summary (run.json still says "running"), or that
+    failed before it could (`why`: a full disk); its status is kept then."""
     slos = [parse_slo(s) for s in result.config.get("slo") or []]
     profile = {"kind": result.config.get("profile", "unknown")}
     if profile["kind"] == "rate":
         profile["rate"] = result.config.get("rate")
     rebuilt = missing_benchmarks(result.benchmarks, records, slos, profile)
+    if why is not None:
+        note = f"{RUN_FILE} holds no summary of the requests in {REQUESTS_FILE} ({why}): summary rebuilt from them"
+        return result.model_copy(
+            update={"benchmarks": [*result.benchmarks, *rebuilt], "warnings": [*result.warnings, note]}
+        )
     note = (
-        f"{RUN_FILE} says the run never finished (the process was killed?): "
+        f"{RUN_FILE} says the run never finished (the process was killed"
+        + (", or its disk filled" if torn else "") + "?): "
         f"summary rebuilt from the {len(records)} requests in {REQUESTS_FILE}"
         + (f" ({len(rebuilt)} unfinished load points)" if len(rebuilt) > 1 else "")
     )

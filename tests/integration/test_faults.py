@@ -85,6 +85,12 @@ EXPECTED: dict[Fault, tuple[Status, ErrorKind | None, int, str | None]] = {
     Fault.STALL: (Status.OK, None, TOKENS, None),
     Fault.NO_DONE: (Status.OK, None, TOKENS, Anomaly.MISSING_DONE.value),
     Fault.BAD_USAGE: (Status.OK, None, TOKENS, Anomaly.USAGE_BELOW_CHUNKS.value),
+    Fault.STALL_RESET: (Status.ERROR, ErrorKind.BROKEN, AFTER, None),
+    Fault.DONE_HANG: (Status.OK, None, TOKENS, None),
+    Fault.DONE_CLOSE: (Status.OK, None, TOKENS, None),
+    Fault.DONE_RESET: (Status.OK, None, TOKENS, None),
+    Fault.JSON_BODY: (Status.OK, None, 0, Anomaly.NOT_STREAMED.value),
+    Fault.SSE_ERROR: (Status.ERROR, ErrorKind.STREAM, AFTER, None),
 }
 
 
@@ -109,6 +115,12 @@ async def test_each_fault_is_one_classified_record(tmp_path: Path, fault: Fault)
         assert max(b - a for a, b in zip(record.chunk_ns, record.chunk_ns[1:])) >= 150e6
     if fault is Fault.BAD_USAGE:
         assert (record.output_tokens, record.output_tokens_source) == (TOKENS, TokenSource.CHUNKS)
+    if fault is Fault.DONE_HANG:  # the record ends at [DONE], not when the server lets the connection go
+        assert record.end_ns - record.sent_ns < 150e6
+    if fault is Fault.JSON_BODY:
+        assert record.first_token_ns is None and record.output_tokens == TOKENS
+    if fault is Fault.SSE_ERROR:
+        assert record.error is not None and "event: error" in record.error and "engine failure" in record.error
 
 
 async def test_retries_429_then_succeeds_and_counts_them(tmp_path: Path) -> None:

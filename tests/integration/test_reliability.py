@@ -11,8 +11,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
+import pytest
 from harness import SimServer, load_json, records, run_cli, start_run, wait_for_records
 
 SECRET = "sk-test-SENTINEL-DO-NOT-LEAK-77"
@@ -90,17 +92,51 @@ def test_a_target_that_dies_mid_run_leaves_a_finished_run_that_says_so(
                      "--max-tokens", "20", "--warmup", "0", "--plain")
     wait_for_records(out, 20, proc)
     sim.proc.kill()  # SIGKILL: no goodbye to the open connections
-    stdout, stderr = proc.communicate(timeout=60)
+    stdout, stderr = proc.communicate(timeout=90)  # GIVE_UP_S (10 s) of refusals, backing off; ~19 s in all here
     assert proc.returncode == 1, stderr
     assert "Traceback" not in stderr
     result = load_json(out / "run.json")
     recs = records(out)
-    assert len(recs) == 400 and {r["status"] for r in recs} <= {"ok", "error"}
+    assert {r["status"] for r in recs} <= {"ok", "error", "incomplete"}
     assert result["status"] == "failed" and "stopped answering" in result["error"]
     s = result["benchmarks"][0]["summary"]
-    assert s["requests"]["completed"] >= 20 and s["requests"]["errored"] == 400 - s["requests"]["completed"]
-    assert set(s["errors"]) <= {"connect", "broken"} and s["errors"].get("connect", 0) > 300
-    assert "stopped answering" in " ".join(stdout.split())
+    assert s["requests"]["completed"] >= 20 and set(s["errors"]) <= {"connect", "broken"}
+    # backed off: about 10 refusals per stream in GIVE_UP_S (was thousands a second, the budget spent on them)
+    assert 4 <= s["errors"].get("connect", 0) <= 100
+    assert any("backed off" in w for w in result["warnings"])
+    shown = " ".join(stdout.split())
+    assert "stopped answering" in shown and "backed off" in shown
+
+
+def test_a_target_restarted_mid_run_is_waited_for_not_spent_on(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    """Killed, back 2 s later on the same port: the run completes, a few refusals, not thousands."""
+    port = free_port()
+    sim = start_sim("--ttft-ms", "5", "--itl-ms", "2", "--port", str(port))
+    out = tmp_path / "r"
+    proc = start_run("--target", sim.url, "--out", str(out), "--concurrency", "4", "--requests", "300",
+                     "--max-tokens", "10", "--warmup", "0", "--plain")
+    wait_for_records(out, 20, proc)
+    sim.proc.kill()
+    time.sleep(2)
+    start_sim("--ttft-ms", "5", "--itl-ms", "2", "--port", str(port))
+    stdout, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 0, stderr
+    result = load_json(out / "run.json")
+    assert result["status"] == "complete", result.get("error")
+    s = result["benchmarks"][0]["summary"]
+    # 2 s down (plus the restart, ~1-3 s here) at 50 ms doubling to 1 s: ~10 refusals a stream; the bug: ~10,000
+    assert s["requests"]["completed"] >= 200 and s["errors"].get("connect", 0) <= 100
+    assert any("backed off" in w for w in result["warnings"])
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def test_kill_9_leaves_valid_records_that_report_rebuilds(
@@ -190,3 +226,135 @@ def test_api_key_never_leaks_on_error_paths(start_sim: Callable[..., SimServer],
     outputs = [p.stdout, p.stderr, p2.stdout, p2.stderr, p3.stdout, p3.stderr]
     outputs += [f.read_text() for d in ("a", "b") for f in (tmp_path / d).iterdir()]
     assert not [o for o in outputs if SECRET in o]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "no-stream"])
+def test_a_live_server_whose_failures_end_after_its_successes_is_not_called_lost(
+    start_sim: Callable[..., SimServer], tmp_path: Path, stream: bool
+) -> None:
+    """20% of requests stall 1 s then reset: they finish last, but the server answered after they were sent."""
+    sim = start_sim("--ttft-ms", "2", "--itl-ms", "1", "--seed", "4", "--clean-requests", "1",
+                    "--fault", "stall_reset=0.2", "--stall-ms", "1000")
+    out = tmp_path / "r"
+    p = run_cli("run", "--target", sim.url, "--out", str(out), "--concurrency", "8", "--requests", "120",
+                "--max-tokens", "6", "--warmup", "0", "--plain", *([] if stream else ["--no-stream"]))
+    result = load_json(out / "run.json")
+    assert p.returncode == 0 and result["status"] == "complete", (result.get("error"), p.stderr)
+    s = result["benchmarks"][0]["summary"]
+    assert s["requests"]["errored"] >= 10 and set(s["errors"]) == {"broken" if stream else "connect"}
+    # the failures really were the last to finish (what the old rule mistook for a dead target)
+    recs = sorted(records(out), key=lambda r: r["end_ns"])
+    assert all(r["status"] == "error" for r in recs[-5:])
+
+
+def test_a_server_that_does_not_end_its_body_after_done_costs_no_drain_wait(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    """[DONE], then no chunk terminator (held open, closed or reset): closed-loop throughput stays near normal."""
+
+    def run(name: str, *faults: str) -> dict[str, Any]:
+        sim = start_sim("--ttft-ms", "2", "--itl-ms", "1", "--clean-requests", "1", "--stall-ms", "5000", *faults)
+        out = tmp_path / name
+        p = run_cli("run", "--target", sim.url, "--out", str(out), "--concurrency", "4", "--requests", "120",
+                    "--max-tokens", "6", "--warmup", "0", "--plain", "--no-telemetry")
+        assert p.returncode == 0, p.stderr
+        result = load_json(out / "run.json")
+        warned.extend(result["warnings"])
+        return result["benchmarks"][0]["summary"]
+
+    warned: list[str] = []
+    normal = run("normal")
+    assert not any("did not end their HTTP body" in w for w in warned)
+    faulty = run("faulty", "--fault", "done_hang=0.34", "--fault", "done_close=0.33", "--fault", "done_reset=0.33")
+    assert any("did not end their HTTP body after data: [DONE]" in w for w in warned)  # said, not only absorbed
+    assert faulty["requests"]["completed"] == 120
+    # the bug: each slot waited DRAIN_S (2 s) per request, 165 -> 11 req/s; fixed, ~0.6-1x normal here
+    assert faulty["throughput"]["requests_per_s"] > normal["throughput"]["requests_per_s"] / 4
+    assert faulty["lateness_ms"]["p50"] < 500
+
+
+@pytest.mark.parametrize("signals", [("SIGINT", "SIGINT"), ("SIGTERM", "SIGTERM"), ("SIGHUP",)],
+                         ids=["sigint-twice", "sigterm-twice", "sighup"])
+def test_a_second_signal_or_a_hangup_stops_the_run_cleanly(
+    start_sim: Callable[..., SimServer], tmp_path: Path, signals: tuple[str, ...]
+) -> None:
+    """The second signal 20 ms after the first (was: a CancelledError traceback, exit 1); SIGHUP as SIGTERM."""
+    sim = start_sim("--ttft-ms", "5", "--itl-ms", "2")
+    out = tmp_path / "r"
+    proc = start_run("--target", sim.url, "--out", str(out), "--concurrency", "8", "--requests", "100000",
+                     "--max-tokens", "10", "--warmup", "0", "--plain")
+    wait_for_records(out, 40, proc)
+    for name in signals:
+        proc.send_signal(getattr(signal, name))
+        time.sleep(0.02)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "CancelledError" not in stderr
+    result = load_json(out / "run.json")
+    assert result["status"] == "interrupted" and result["benchmarks"]
+    assert not list(out.glob("*.tmp"))
+    recs = records(out)
+    assert len(recs) >= 40 and {r["status"] for r in recs} <= {"ok", "incomplete"}
+
+
+def test_a_stalled_stream_is_cut_off_after_the_duration_and_a_grace_not_the_timeout(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    """--duration 2s with streams that stall for 100 s: the run ends ~10 s (the grace) after the duration, not at
+    --timeout (600 s); the stalled requests are recorded as cut off; --plain keeps printing progress meanwhile."""
+    sim = start_sim("--ttft-ms", "2", "--itl-ms", "5", "--seed", "3", "--clean-requests", "1",
+                    "--fault", "stall=0.05", "--stall-ms", "100000")
+    out = tmp_path / "r"
+    t0 = time.monotonic()
+    p = run_cli("run", "--target", sim.url, "--out", str(out), "--concurrency", "4", "--duration", "2s",
+                "--max-tokens", "6", "--warmup", "0", "--plain", "--no-telemetry", timeout=120)
+    elapsed = time.monotonic() - t0
+    assert p.returncode == 0, p.stderr
+    assert elapsed < 90  # 2 s + the 10 s grace + start-up and summary (~23 s at load 5 here); the bug: 600 s
+    result = load_json(out / "run.json")
+    assert result["status"] == "complete"
+    cut = [r for r in records(out) if r["status"] == "incomplete"]
+    assert cut and all("after --duration ended" in r["error"] for r in cut)
+    assert any("cut off" in w for w in result["warnings"])
+    progress = [line for line in p.stdout.splitlines() if "iteration 1:" in line]
+    assert len(progress) >= 2  # a line every 10 s while the phase waits, then the phase's own line
+
+
+def test_a_probe_that_gets_no_answer_says_so_within_its_timeout(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    sim = start_sim("--ttft-ms", "2", "--itl-ms", "1", "--fault", "stall=1", "--stall-ms", "100000")
+    p = run_cli("run", "--target", sim.url, "--out", str(tmp_path / "r"), "--requests", "5", "--timeout", "2",
+                "--plain", timeout=60)
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    err = " ".join(p.stderr.split())
+    assert "got no answer within 2 s" in err and "is the server running?" not in err
+
+
+def test_a_real_full_disk_fails_the_run_cleanly_and_report_reads_what_was_saved(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    """A 256 KiB tmpfs as --out (needs root to mount; skipped otherwise): the unit test fakes the disk everywhere."""
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        sim = start_sim("--ttft-ms", "1", "--itl-ms", "1")
+        out = disk / "r"
+        p = run_cli("run", "--target", sim.url, "--out", str(out), "--concurrency", "4", "--requests", "5000",
+                    "--max-tokens", "10", "--warmup", "0", "--plain")
+        assert p.returncode == 1 and "Traceback" not in p.stderr
+        err = " ".join(p.stderr.split())
+        assert "No space left on device" in err and "tokspeed report" in err
+        assert load_json(out / "run.json")["status"] == "failed"
+        assert not list(out.glob("*.tmp"))
+        whole = (out / "requests.jsonl").read_bytes().count(b"\n")
+        rep = run_cli("report", str(out), "--json")
+        assert rep.returncode == 0, rep.stderr
+        assert orjson.loads(rep.stdout)[0]["summary"]["requests"]["completed"] == whole  # the torn line named: unit test
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)

@@ -99,7 +99,7 @@ def test_target_lost_needs_trailing_connection_failures_after_a_success() -> Non
 
 
 def _sorted_verdict(records: list[RequestRecord]) -> str | None:
-    """The verdict as `target_lost` gave it before it was incremental: sort everything, scan back."""
+    """The verdict by brute force: sort everything, scan back, count the failures sent after the last answer."""
     finished = sorted(
         (r for r in records if not r.warmup and r.status is not Status.INCOMPLETE and r.end_ns is not None),
         key=lambda r: r.end_ns or 0,
@@ -109,18 +109,24 @@ def _sorted_verdict(records: list[RequestRecord]) -> str | None:
         if r.status is not Status.ERROR or r.error_kind not in (ErrorKind.CONNECT, ErrorKind.BROKEN):
             break
         trailing += 1
-    if trailing < LOST_AFTER or trailing == len(finished):
+    if trailing == len(finished):
+        return None
+    quiet = finished[-trailing - 1].end_ns or 0
+    counted = [r for r in finished[len(finished) - trailing:] if r.sent_ns >= quiet]
+    if len(counted) < LOST_AFTER:
         return None
     start = min(r.sent_ns for r in finished)
-    at_s = ((finished[-trailing].end_ns or start) - start) / 1e9
+    at_s = ((counted[0].end_ns or start) - start) / 1e9
     return (
-        f"the target stopped answering {at_s:.1f} s into the run: the last {trailing} requests "
-        "could not connect or were cut off"
+        f"the target stopped answering {at_s:.1f} s into the run: the last {len(counted)} requests, "
+        "sent after its last answer, could not connect or were cut off"
     )
 
 
-def at(end_ms: int, status: Status = Status.OK, kind: ErrorKind | None = None, sent_ms: int = 0,
+def at(end_ms: int, status: Status = Status.OK, kind: ErrorKind | None = None, sent_ms: int | None = None,
        warmup: bool = False) -> RequestRecord:
+    """A record that ended at `end_ms`, sent at `sent_ms` (default: when it ended, as a refused connect is)."""
+    sent_ms = end_ms if sent_ms is None else sent_ms
     r = RequestRecord(index=end_ms, iteration=1, warmup=warmup, scheduled_ns=0, sent_ns=sent_ms * 1_000_000,
                       end_ns=end_ms * 1_000_000)
     r.status, r.error_kind = status, kind
@@ -158,6 +164,12 @@ CRAFTED = {
     "earliest start from a late record": [at(50, sent_ms=40), *[at(100 + i, *GONE, sent_ms=60) for i in range(5)],
                                           at(30, sent_ms=5)],
     "end at zero": [at(0), at(0, *GONE), *[at(1, *GONE) for _ in range(5)]],
+    # a live server whose failures finish after its successes: streams that stalled, then reset
+    "stalled failures sent before the last answer": [*[at(10 + i) for i in range(20)],
+                                                    *[at(2000 + i, Status.ERROR, ErrorKind.BROKEN, sent_ms=i)
+                                                      for i in range(12)]],
+    "mixed: only those sent after the last answer count": [at(50), *[at(100 + i, *GONE, sent_ms=i) for i in range(9)],
+                                                           *[at(200 + i, *GONE) for i in range(LOST_AFTER)]],
 }
 
 
@@ -179,13 +191,24 @@ def test_target_watch_gives_the_sorted_verdict_on_shuffled_runs() -> None:
         for i in range(n):
             end = rng.randint(0, 60)
             status, kind = GONE if end >= died and rng.random() < 0.9 else rng.choice(kinds)
-            records.append(at(end, status, kind, sent_ms=rng.randint(0, end), warmup=rng.random() < 0.05))
+            sent = rng.randint(min(died, end), end) if kind in (ErrorKind.CONNECT, ErrorKind.BROKEN) else rng.randint(0, end)
+            records.append(at(end, status, kind, sent_ms=sent, warmup=rng.random() < 0.05))
         # fed roughly in end order, with some records delivered late
         records.sort(key=lambda r: (r.end_ns or 0) + rng.randint(0, 3) * 1_000_000)
         verdict = fed(records)
         assert verdict == _sorted_verdict(records)
         lost += verdict is not None
     assert lost > 100  # the generator exercised the lost case
+
+
+def test_a_live_server_whose_failures_finish_after_its_successes_is_not_lost() -> None:
+    """20% of streams stall 2 s then reset: they end last, but were all sent before the last answer."""
+    ok = [at(10 + i * 10, sent_ms=i * 10) for i in range(80)]
+    stalled = [at(2000 + i * 10, Status.ERROR, ErrorKind.BROKEN, sent_ms=i * 10) for i in range(60, 80)]
+    assert target_lost(ok + stalled) is None
+    # the same server dying: the requests sent after its last answer fail to connect
+    refused = [at(900 + i, *GONE) for i in range(LOST_AFTER)]
+    assert target_lost(ok + refused) is not None
 
 
 def test_target_watch_counts_a_long_streak_in_bounded_memory() -> None:

@@ -166,3 +166,126 @@ def test_request_bytes_carry_host_length_and_headers_but_never_a_second_length()
     assert raw.count(b"Content-Length") == 1 and raw.endswith(b"Content-Length: 7\r\n\r\n{\"a\":1}")
     assert Endpoint("https://example.com/v1").host_header == "example.com"
     assert Endpoint("http://[::1]:9/v1").host_header == "[::1]:9"
+
+
+class DetachingSink(Sink):
+    """Detaches at its first body bytes, in the same read, as the SSE sink does at data: [DONE]."""
+
+    def __init__(self, conn: Connection) -> None:
+        super().__init__()
+        self.conn = conn
+
+    def on_body(self, data: bytes, now: int) -> None:
+        super().on_body(data, now)
+        self.conn.detach(1)
+
+
+async def _serve_chunks_then(after: str) -> tuple[asyncio.AbstractServer, int]:
+    """A server that answers each request with one chunk and no terminator, then holds or closes or resets."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(HEAD + b"5\r\nhello\r\n")
+        await writer.drain()
+        if after == "terminator":  # a little after [DONE], as every well-behaved server does
+            while True:
+                await asyncio.sleep(0.005)
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+                await reader.readuntil(b"\r\n\r\n")
+                writer.write(HEAD + b"5\r\nhello\r\n")
+                await writer.drain()
+        elif after == "close":
+            writer.close()
+        elif after == "reset":
+            writer.transport.abort()
+        else:
+            await asyncio.sleep(30)
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+@pytest.mark.parametrize("after", ["hold", "close", "reset"])
+async def test_a_draining_connection_never_makes_the_next_request_wait(after: str) -> None:
+    """[DONE] came, the chunk terminator does not: the slot is free at once and the connection is not reused."""
+    from tokspeed.backends.http1 import DRAIN_S, Pool
+
+    server, port = await _serve_chunks_then(after)
+    pool = Pool(Endpoint(f"http://127.0.0.1:{port}/v1"), limit=1)
+    try:
+        for _ in range(3):
+            # a fresh connection each time (connect time given): one whose framing never ended is not reused;
+            # DRAIN_S / 2 is > 100x a loopback connect on 2 loaded cores (the bug waited DRAIN_S per request)
+            conn, connect_ns = await asyncio.wait_for(pool.acquire(), DRAIN_S / 2)
+            assert connect_ns is not None
+            sink = DetachingSink(conn)
+            assert await conn.exchange(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", sink) == 1
+            pool.release(conn)
+        await asyncio.sleep(0.05)
+        if after != "hold":  # closed or reset while draining: handed back (and dropped) at once
+            assert not pool._draining and pool.unended == 3
+    finally:
+        pool.close()
+        server.close()
+    assert not pool._draining and pool._open == 0
+
+
+async def test_a_connection_whose_terminator_follows_done_is_reused() -> None:
+    """The normal case: the chunk terminator comes a few ms after [DONE]; the next request waits for it, no reconnect."""
+    from tokspeed.backends.http1 import Pool
+
+    server, port = await _serve_chunks_then("terminator")
+    pool = Pool(Endpoint(f"http://127.0.0.1:{port}/v1"), limit=1)
+    connects = []
+    try:
+        for _ in range(4):
+            conn, connect_ns = await asyncio.wait_for(pool.acquire(), 5)
+            connects.append(connect_ns)
+            assert await conn.exchange(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", DetachingSink(conn)) == 1
+            pool.release(conn)
+    finally:
+        pool.close()
+        server.close()
+    assert connects[0] is not None and connects[1:] == [None, None, None] and pool.unended == 0
+
+
+def test_refusals_back_off_doubling_to_a_cap_and_reset_when_a_connection_opens() -> None:
+    from tokspeed.backends.http1 import BACKOFF_FIRST_S, BACKOFF_MAX_S, GIVE_UP_S, Refusals
+
+    r, ms = Refusals(), 1_000_000
+    assert r.wait_s(0) == 0 and r.gone(0) is None and r.note() is None
+    r.opened(0)
+    waits = []
+    now = 0
+    for _ in range(8):
+        r.refused(now)
+        waits.append(round(r.wait_s(now), 3))
+        now += 10 * ms
+    assert waits == [min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2**k) for k in range(8)]
+    assert r.gone(now) is None  # refused, but not for GIVE_UP_S yet
+    assert r.gone(int(GIVE_UP_S * 1e9)) is not None and "stopped answering" in (r.gone(int(GIVE_UP_S * 1e9)) or "")
+    r.opened(now)  # the server is back
+    assert r.wait_s(now) == 0 and r.streak == 0 and r.gone(int(GIVE_UP_S * 2e9)) is None
+    assert r.total == 8 and "refused 8 connections" in (r.note() or "")
+    never = Refusals()  # a target that never answered is not "gone": start-up reports it
+    never.refused(0)
+    assert never.gone(int(GIVE_UP_S * 2e9)) is None
+
+
+async def test_a_client_worker_keeps_the_connect_error_of_a_request_that_found_the_target_gone() -> None:
+    """In a client worker, TargetGone must not turn the refused request into an `other` error."""
+    from tokspeed.backends.worker_child import _one
+    from tokspeed.errors import TargetGone
+    from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status
+
+    class Gone:
+        async def send(self, spec: RequestSpec, record: RequestRecord) -> None:
+            record.sent_ns, record.end_ns = 1, 2
+            record.status, record.error_kind, record.error = Status.ERROR, ErrorKind.CONNECT, "refused"
+            raise TargetGone("the target stopped answering")
+
+    sent: list[bytes] = []
+    record = RequestRecord(index=0, iteration=1, warmup=False, scheduled_ns=0)
+    await _one(Gone(), 1, RequestSpec(index=0, prompt="p"), record, sent.append)  # type: ignore[arg-type]
+    assert (record.status, record.error_kind, record.error) == (Status.ERROR, ErrorKind.CONNECT, "refused") and sent

@@ -65,8 +65,21 @@ def test_no_space_after_colon_and_other_fields() -> None:
 
 def test_event_type_is_kept() -> None:
     d = SSEDecoder()
-    assert d.feed(b"event: error\ndata: {\"error\":\"boom\"}\n\n") == [b'{"error":"boom"}']
-    assert d.last_event_type == b"error"
+    assert d.feed(b"event: message\ndata: {\"a\":1}\n\n") == [b'{"a":1}']
+    assert d.last_event_type == b"message"
+
+
+def test_an_error_event_is_held_apart_and_stops_decoding_at_every_split() -> None:
+    raw = b"data: 1\n\nevent: error\ndata: {\"message\":\"boom\"}\n\ndata: 2\n\ndata: [DONE]\n\n"
+    for cut in range(len(raw) + 1):
+        d = SSEDecoder()
+        out = d.feed(raw[:cut])
+        if d.error is None:
+            out += d.feed(raw[cut:])
+        assert out == [b"1"] and d.error == b'{"message":"boom"}', cut
+    d = SSEDecoder()  # an error event the stream's close dispatches
+    assert d.feed(b"data: 1\n\nevent: error\ndata: x") == [b"1"] and d.error is None
+    assert d.close() == [] and d.error == b"x"
 
 
 def test_trailing_event_without_blank_line_is_flushed_on_close() -> None:

@@ -36,7 +36,7 @@ from tokspeed.backends.http1 import (
 )
 from tokspeed.backends.redact import Redactor
 from tokspeed.backends.retry import reset_for_retry, retry_delay_s, retryable
-from tokspeed.errors import TargetError
+from tokspeed.errors import TargetError, TargetGone
 from tokspeed.records import (
     Anomaly,
     ErrorKind,
@@ -54,6 +54,7 @@ RAW_KEEP = 4096  # bytes of an unparseable body quoted in a message before redac
 PREWARM_MAX = 4096  # connections opened at start, so the first wave of requests pays no connect
 # a server's event or body of the wrong shape (a list where an object belongs, ...)
 SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError)
+GONE_HINT = "is the server still running? check its logs; the requests it answered are in the results"
 # what the transports raise for a failed exchange (OSError: connect refused, reset, DNS, TLS)
 TRANSPORT_ERRORS = (ConnectionLost, BadFraming, BadResponse, OSError)
 
@@ -147,6 +148,8 @@ async def exchange(pool: Pool, data: bytes, response: Response, ttft_timeout_s: 
         raise
     except TRANSPORT_ERRORS as exc:
         transport_failure(record, exc, began=response.status is not None)
+        if isinstance(exc, ConnectionRefusedError) and (gone := pool.refusals.gone(perf_counter_ns())) is not None:
+            raise TargetGone(gone, hint=GONE_HINT) from None
         return False
     finally:
         deadline.disarm()

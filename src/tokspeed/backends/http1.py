@@ -33,7 +33,13 @@ from urllib.parse import urlsplit
 import httptools
 
 PREWARM_PARALLEL = 128  # connects in progress at once while opening connections ahead of the load
+# connections refused (the server's port is closed: killed, restarting): wait before the next connect,
+# BACKOFF_FIRST_S after the first refusal, doubling up to BACKOFF_MAX_S; any connection that opens resets it
+BACKOFF_FIRST_S = 0.05
+BACKOFF_MAX_S = 1.0
+GIVE_UP_S = 10.0  # refused this long without a break, after the target had answered: it is gone
 DRAIN_S = 2.0  # how long a detached response may take to end before its connection is closed
+DRAIN_HOLD_S = 0.05  # how long a request may wait for a draining connection before opening a new one
 
 
 class HTTPError(Exception):
@@ -162,6 +168,7 @@ class Connection(ResponseParsing, asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.keep_alive = True
+        self.unended = False  # closed after being detached, before its body ended in its framing
         self._parser = httptools.HttpResponseParser(self)
         self._sink: ResponseSink | None = None
         self._done: asyncio.Future[int] | None = None
@@ -180,6 +187,11 @@ class Connection(ResponseParsing, asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        after, self._after = self._after, None
+        if after is not None:  # a detached body that drained to a close or reset: hand it back now
+            self._busy = False
+            after(self)
+            return
         if not self._busy:
             return
         if self._to_close and self._in_body:  # the body ran to the close: that is its end
@@ -191,6 +203,8 @@ class Connection(ResponseParsing, asyncio.Protocol):
             what = f"{type(exc).__name__}: {exc}" if exc else "server closed the connection"
             where = "before the response ended" if self._in_body else "before the response"
             done.set_exception(ConnectionLost(f"{what} {where}"))
+        elif done is not None:  # detached at [DONE], then closed before its body ended in its framing
+            self.unended = True
 
     def eof_received(self) -> bool | None:
         return False  # close our side too; connection_lost follows
@@ -260,6 +274,61 @@ class Connection(ResponseParsing, asyncio.Protocol):
             done.set_exception(exc)
 
 
+class Refusals:
+    """Connection refusals in a row, and the back-off they impose on the next connect.
+
+    A server killed mid-run refuses at once, so without a pause a closed loop turns thousands
+    of refusals a second into records: the error rate and a `--requests` budget would then
+    describe the outage, not the run. After each refusal the next connect waits (first
+    BACKOFF_FIRST_S, doubling, at most BACKOFF_MAX_S); a connection that opens ends the streak.
+    """
+
+    __slots__ = ("connected", "longest_ns", "since_ns", "streak", "total", "waited_ns", "_retry_at")
+
+    def __init__(self) -> None:
+        self.connected = False  # a connection ever opened
+        self.total = 0  # refusals over the whole run
+        self.streak = 0  # refusals since the last connection that opened
+        self.since_ns: int | None = None  # the first refusal of the streak
+        self.longest_ns = 0  # the longest streak, first refusal to the connect that ended it (or to now)
+        self.waited_ns = 0  # back-off slept, all connects together
+        self._retry_at = 0
+
+    def wait_s(self, now: int) -> float:
+        return max(0, self._retry_at - now) / 1e9
+
+    def refused(self, now: int) -> None:
+        self.total += 1
+        self.streak += 1
+        if self.since_ns is None:
+            self.since_ns = now
+        self.longest_ns = max(self.longest_ns, now - self.since_ns)
+        delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** min(self.streak - 1, 30))
+        self._retry_at = max(self._retry_at, now + int(delay * 1e9))
+
+    def opened(self, now: int) -> None:
+        if self.since_ns is not None:
+            self.longest_ns = max(self.longest_ns, now - self.since_ns)
+        self.connected = True
+        self.streak, self.since_ns, self._retry_at = 0, None, 0
+
+    def gone(self, now: int) -> str | None:
+        """Why the target looks gone (refused for GIVE_UP_S without a break after answering), or None."""
+        if not self.connected or self.since_ns is None or now - self.since_ns < GIVE_UP_S * 1e9:
+            return None
+        return (f"the target stopped answering: it refused every connection for {(now - self.since_ns) / 1e9:.0f} s "
+                f"({self.streak} attempts, backing off up to {BACKOFF_MAX_S:g} s between them)")
+
+    def note(self) -> str | None:
+        """What the run.json warnings say about the refusals (None when there were none)."""
+        if not self.total:
+            return None
+        return (f"the target refused {self.total} connections (the longest outage {self.longest_ns / 1e9:.1f} s): "
+                f"tokspeed backed off between attempts ({BACKOFF_FIRST_S * 1000:g} ms doubling to "
+                f"{BACKOFF_MAX_S:g} s; {self.waited_ns / 1e9:.1f} s waited in all), so those requests' send lateness "
+                "includes the waits and each refused request is one connect error")
+
+
 class Pool:
     """Up to `limit` keep-alive connections to one endpoint; callers wait when all are busy."""
 
@@ -270,6 +339,10 @@ class Pool:
         self._idle: list[Connection] = []
         self._open = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._draining: set[Connection] = set()  # detached, body still arriving
+        self._uncounted: set[Connection] = set()  # draining past DRAIN_HOLD_S: no longer counted in _open
+        self.refusals = Refusals()
+        self.unended = 0  # bodies detached at [DONE] that never ended by their framing (closed, reset, held)
         self._ssl: ssl_module.SSLContext | None = ssl_module.create_default_context() if endpoint.tls else None
 
     async def acquire(self) -> tuple[Connection, int | None]:
@@ -296,8 +369,11 @@ class Pool:
     async def _connect(self) -> tuple[Connection, int]:
         self._open += 1
         loop = asyncio.get_running_loop()
-        t0 = perf_counter_ns()
         try:
+            if (wait := self.refusals.wait_s(perf_counter_ns())) > 0:  # the target refused: back off first
+                await asyncio.sleep(wait)
+                self.refusals.waited_ns += int(wait * 1e9)
+            t0 = perf_counter_ns()
             opening = loop.create_connection(
                 Connection,
                 self.endpoint.host,
@@ -309,36 +385,74 @@ class Pool:
                 _, conn = await opening
             else:
                 _, conn = await asyncio.wait_for(opening, self.connect_timeout_s)
-        except BaseException:
+        except BaseException as exc:
             self._open -= 1
             self._wake()
+            if isinstance(exc, ConnectionRefusedError):
+                self.refusals.refused(perf_counter_ns())
             raise
-        return conn, perf_counter_ns() - t0
+        now = perf_counter_ns()
+        self.refusals.opened(now)
+        return conn, now - t0
 
     def release(self, conn: Connection) -> None:
         """Give a connection back after an exchange; a connection that cannot be reused is closed.
 
         A detached connection whose body is still arriving (the stream's `[DONE]` came
-        before the HTTP terminator) drains in the background and returns to the pool when
-        its body ends, or is closed if that takes longer than `DRAIN_S`.
+        before the HTTP terminator) drains in the background: it comes back to the pool when
+        its body ends in its framing (normally within a millisecond), or is dropped at once if
+        the peer closes or resets it (`connection_lost`). It keeps its place in the pool's count
+        for DRAIN_HOLD_S only: after that a waiting request opens a new connection rather than
+        wait for it, and it is closed if its body has not ended after `DRAIN_S`. A connection
+        whose body did not end by its own framing is never reused: where the next response
+        would begin is unknown.
         """
         if conn.reusable:
             self._idle.append(conn)
-        elif conn.draining:
+        elif conn.unended:  # [DONE], then a close or reset before the pool even had it back
+            self.unended += 1
+            self._drop(conn)
+        elif conn.draining and len(self._draining) < self.limit:  # at most `limit` more sockets open
+            self._draining.add(conn)
             conn._after = self._drained
-            asyncio.get_running_loop().call_later(DRAIN_S, self._drain_expired, conn)
+            loop = asyncio.get_running_loop()
+            loop.call_later(DRAIN_HOLD_S, self._stop_holding, conn)
+            loop.call_later(DRAIN_S, self._drain_expired, conn)
             return
         else:
             self._drop(conn)
         self._wake()
 
+    def _stop_holding(self, conn: Connection) -> None:
+        """A drain past DRAIN_HOLD_S: its place in the count goes to the requests waiting for one."""
+        if conn._after is not None and conn not in self._uncounted:
+            self._uncounted.add(conn)
+            self._open -= 1
+            self._wake()
+
     def _drained(self, conn: Connection) -> None:
-        self.release(conn)
+        """A draining connection's body ended (or it closed): back into the pool if reusable and there is room."""
+        self._draining.discard(conn)
+        counted = conn not in self._uncounted
+        self._uncounted.discard(conn)
+        if conn.reusable and (counted or self._open < self.limit):
+            self._open += not counted
+            self._idle.append(conn)
+        else:
+            self.unended += conn.closed
+            self._open -= counted
+            if not conn.closed:
+                conn.abort()
+        self._wake()
 
     def _drain_expired(self, conn: Connection) -> None:
         if conn._after is not None:  # still draining
             conn._after = None
-            self._drop(conn)
+            self._draining.discard(conn)
+            self._open -= conn not in self._uncounted
+            self._uncounted.discard(conn)
+            self.unended += 1
+            conn.abort()
             self._wake()
 
     def _drop(self, conn: Connection) -> None:
@@ -377,3 +491,9 @@ class Pool:
             conn.abort()
         self._open -= len(self._idle)
         self._idle.clear()
+        for conn in self._draining:
+            conn._after = None
+            conn.abort()
+        self._open -= len(self._draining - self._uncounted)
+        self._draining.clear()
+        self._uncounted.clear()

@@ -60,6 +60,7 @@ from tokspeed.backends.http1 import Endpoint, Pool, request_head
 from tokspeed.backends.pooled import HTTPSettings, PooledHTTPBackend
 from tokspeed.backends.redact import redact_url
 from tokspeed.backends.sse import SSEDecoder
+from tokspeed.config import PROBE_TIMEOUT_S
 from tokspeed.errors import TargetError
 from tokspeed.records import Anomaly, ErrorKind, RequestRecord, RequestSpec, Status
 
@@ -132,7 +133,7 @@ class OpenAIHTTPBackend(PooledHTTPBackend["_Response"]):
     async def _get_json(self, url: str, quiet: bool = False) -> Any:
         assert self._session is not None
         try:
-            async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=15)) as resp:
+            async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=DISCOVERY_TIMEOUT_S)) as resp:
                 if resp.status != 200:
                     text = await resp.text(errors="replace")
                     hint = (
@@ -144,11 +145,8 @@ class OpenAIHTTPBackend(PooledHTTPBackend["_Response"]):
                 return await resp.json(content_type=None)
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             if quiet:
-                raise TargetError(str(exc)) from exc
-            raise TargetError(
-                f"cannot reach {url}: {exc or type(exc).__name__}",
-                hint="is the server running? check --target, e.g. http://127.0.0.1:8000/v1",
-            ) from exc
+                raise TargetError(str(exc) or type(exc).__name__) from exc
+            raise unreachable(url, exc, DISCOVERY_TIMEOUT_S) from exc
 
     async def _probe(self) -> bool:
         """Send a 1-token request to check the target works; False if it refuses stream_options."""
@@ -171,14 +169,13 @@ class OpenAIHTTPBackend(PooledHTTPBackend["_Response"]):
 
     async def _post_probe(self) -> tuple[int, str]:
         assert self._session is not None
+        limit = min(self._timeout_s, PROBE_TIMEOUT_S)  # its own deadline: a stuck server fails the start, not the run
         try:
-            async with self._session.post(self._url, data=orjson.dumps(self.probe_body())) as resp:
+            async with self._session.post(self._url, data=orjson.dumps(self.probe_body()),
+                                          timeout=aiohttp.ClientTimeout(total=limit)) as resp:
                 return resp.status, await resp.text(errors="replace")
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise TargetError(
-                f"cannot reach {self._url}: {exc or type(exc).__name__}",
-                hint="is the server running? check --target, e.g. http://127.0.0.1:8000/v1",
-            ) from exc
+            raise unreachable(self._url, exc, limit, probe=True) from exc
 
     # requests ---------------------------------------------------------------
     def _body(self, spec: RequestSpec) -> dict[str, Any]:
@@ -286,6 +283,10 @@ class _Response(Response):
             bad_event(record, exc)
             record.end_ns = now
             self.end_at(now)
+            return
+        if decoder.error is not None:  # `event: error`: the server says the stream failed
+            error_event(record, decoder.error, now)
+            self.end_at(now)
 
     def conclude(self) -> None:
         """After the exchange: judge the stream's ending, or parse the whole body or the error answer."""
@@ -301,6 +302,15 @@ class _Response(Response):
         else:
             record.end_ns = self.end_ns
             _take_body(b"".join(self.parts), record, self.state)
+            if self.stream and record.status is Status.OK:  # stream: true, answered with one whole body
+                note(record, Anomaly.NOT_STREAMED)
+
+
+def error_event(record: RequestRecord, data: bytes, now: int) -> None:
+    """An SSE event of type `error`: the request failed (`stream`), with the event's message."""
+    if record.status is Status.OK:
+        fail(record, Status.ERROR, ErrorKind.STREAM, f"event: error: {error_message(data.decode('utf-8', 'replace'))}")
+        record.end_ns = now
 
 
 def _stream_ended(record: RequestRecord, state: _StreamState, decoder: SSEDecoder, now: int) -> None:
@@ -313,6 +323,9 @@ def _stream_ended(record: RequestRecord, state: _StreamState, decoder: SSEDecode
                 break
     except SHAPE_ERRORS as exc:
         bad_event(record, exc)
+        return
+    if decoder.error is not None:
+        error_event(record, decoder.error, now)
         return
     _end_of_stream(record, state, decoder, now)
 
@@ -428,6 +441,25 @@ def _take_embeddings(obj: dict[str, Any], record: RequestRecord, state: _StreamS
     state.usage_prompt = usage.get("prompt_tokens")
     state.usage_completion = 0
     state.done = True
+
+
+DISCOVERY_TIMEOUT_S = 15.0  # GET /v1/models and /version
+
+
+def unreachable(url: str, exc: BaseException, limit_s: float, probe: bool = False) -> TargetError:
+    """The TargetError for a discovery GET or the probe that failed in transport: a timeout says so."""
+    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+        what = "the 1-token probe request to" if probe else "GET"
+        return TargetError(
+            f"{what} {url} got no answer within {limit_s:g} s (the connection opened, nothing came back)",
+            hint=("the server accepted the connection but did not answer one 1-token request: it may be stuck or "
+                  "still loading its model; check its logs, and run again once it answers") if probe else
+                 "the server accepted the connection but did not answer: check its logs and --target",
+        )
+    return TargetError(
+        f"cannot reach {url}: {str(exc) or type(exc).__name__}",
+        hint="is the server running? check --target, e.g. http://127.0.0.1:8000/v1",
+    )
 
 
 def _hint_for_status(status: int) -> str:

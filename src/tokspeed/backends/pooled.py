@@ -127,6 +127,19 @@ class PooledHTTPBackend(ABC, Generic[R]):
         assert self._pool is not None
         return await prewarm(self._pool, self._pool_size, self._prewarm)
 
+    def transport_notes(self) -> list[str]:
+        """What the connection pool has to say for run.json's warnings (refused connections and back-off)."""
+        if self._pool is None:
+            return []
+        notes = [self._pool.refusals.note()]
+        if self._pool.unended:
+            notes.append(
+                f"at least {self._pool.unended} responses did not end their HTTP body after data: [DONE] (the server "
+                "closed, reset or held the connection without the chunk terminator): each was recorded at [DONE] and "
+                "its connection not reused, so as many requests opened a new connection"
+            )
+        return [n for n in notes if n]
+
     async def close(self) -> None:
         if self._pool is not None:
             self._pool.close()

@@ -4,7 +4,9 @@ Follows the WHATWG rules that matter for LLM servers: lines end in LF, CRLF or
 CR (a CR at the end of one network read may be the first half of a CRLF);
 `:` lines are comments (keep-alives) and are dropped; several `data:` lines
 of one event are joined with LF; a blank line ends an event; other fields
-(`event:`, `id:`, `retry:`) are ignored except that the event type is kept.
+(`event:`, `id:`, `retry:`) are ignored except that the event type is kept. An event of type
+`error` is not returned as data: its payload is kept in `error` (the first one) and decoding
+stops there, so a client can fail the request instead of reading on past the server's failure.
 A line naming no SSE field at all (the spec says: ignore it) is remembered in
 `malformed`, so a client can tell that data was lost rather than guess.
 Events may be split across reads and one read may hold many events.
@@ -38,9 +40,10 @@ class SSEDecoder:
     _event: bytes = b""
     last_event_type: bytes = b""
     malformed: bytes | None = None
+    error: bytes | None = None  # the data of the first `event: error` event (decoding stops there)
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        if not (self._tail or self._data or self._after_cr) and chunk.endswith(b"\n\n") and b"\r" not in chunk:
+        if not (self._tail or self._data or self._after_cr or self._event) and chunk.endswith(b"\n\n") and b"\r" not in chunk:
             if chunk.startswith(b"data: "):
                 # n events of one `data: ` line each, and no other line: split in C
                 n = chunk.count(b"\n\ndata: ") + 1
@@ -61,6 +64,8 @@ class SSEDecoder:
         out: list[bytes] = []
         for line in lines:
             self._line(line, out)
+            if self.error is not None:
+                break
         return out
 
     def _whole_events(self, chunk: bytes) -> list[bytes]:
@@ -74,6 +79,8 @@ class SSEDecoder:
                 for line in block.split(b"\n"):
                     self._line(line, out)
                 self._line(b"", out)
+                if self.error is not None:
+                    break
         return out
 
     def close(self) -> list[bytes]:
@@ -84,9 +91,14 @@ class SSEDecoder:
     def _line(self, line: bytes, out: list[bytes]) -> None:
         if not line:
             if self._data:
-                out.append(self._data[0] if len(self._data) == 1 else b"\n".join(self._data))
+                data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
                 self._data = []
                 self.last_event_type = self._event
+                if self._event == b"error":
+                    if self.error is None:
+                        self.error = data
+                else:
+                    out.append(data)
             self._event = b""
             return
         if line[0] == 58:  # b":" comment / keep-alive

@@ -39,7 +39,7 @@ from tokspeed.backends.worker_protocol import (
     record_message,
     spec_from_wire,
 )
-from tokspeed.errors import TokspeedError
+from tokspeed.errors import TargetGone, TokspeedError
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status
 
 MakeBackend = Callable[[WorkerInit], Backend]
@@ -102,6 +102,8 @@ async def _one(backend: Backend, rid: int, spec: RequestSpec, record: RequestRec
             _mark(record, Status.INCOMPLETE, None, "cancelled before it was sent")
         elif record.status is Status.OK and record.end_ns is None:
             _mark(record, Status.INCOMPLETE, None, "cancelled before completion")
+    except TargetGone:  # refused for long: the record holds its connect error; the parent's verdict says the rest
+        pass
     except Exception as exc:  # a backend bug must not lose the record
         _mark(record, Status.ERROR, ErrorKind.OTHER, f"{type(exc).__name__}: {exc}")
     try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import signal
+import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -292,7 +294,8 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
     gc.collect()
     gc.freeze()  # start-up objects (modules, models, the workload) are never scanned again: shorter GC pauses
     with console.live(cfg) as observer:
-        outcome = _run_async(execute_points(cfg, points, out_dir, observer, overwrite=overwrite))
+        outcome = _run_async(lambda stop: execute_points(cfg, points, out_dir, observer, overwrite=overwrite,
+                                                         interrupt=stop))
     console.final(outcome)
     if cfg.price_per_hour and not quiet:
         _print_costs(console, outcome.result, cfg)
@@ -315,18 +318,35 @@ def _print_costs(console: Any, result: Any, cfg: RunConfig) -> None:
         console.out.print(render_costs(rows))
 
 
-def _run_async(coro: Any) -> Any:
-    """Run on uvloop when available; SIGINT/SIGTERM cancel the run, which then saves what it has."""
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")  # each stops the run, which then saves what it has
+
+
+def _run_async(make: Callable[[Any], Any]) -> Any:
+    """Run `make(interrupt)` on uvloop when available; SIGINT/SIGTERM/SIGHUP ask it to stop, once.
+
+    The first signal cancels the load (the run then summarises and saves what it has); later
+    ones only say that it is already stopping, so a second Ctrl-C cannot cut the summary or the
+    final writes.
+    """
+    from tokspeed.runner.run import Interrupt
 
     async def main() -> Any:
-        task = asyncio.ensure_future(coro)
+        interrupt = Interrupt()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+
+        def on_signal(name: str) -> None:
+            if not interrupt.request() and interrupt.asked == 2:
+                print(f"{name}: already stopping; saving what was measured", file=sys.stderr, flush=True)
+
+        for name in STOP_SIGNALS:
+            sig = getattr(signal, name, None)
+            if sig is None:
+                continue
             try:
-                loop.add_signal_handler(sig, task.cancel)
+                loop.add_signal_handler(sig, on_signal, name)
             except (NotImplementedError, RuntimeError):
                 pass
-        return await task
+        return await make(interrupt)
 
     try:
         import uvloop

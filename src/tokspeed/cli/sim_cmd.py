@@ -32,6 +32,12 @@ probability P of fault NAME, drawn from --seed; at most one fault per request
   stall                --stall-ms of silence mid-stream
   no_done              the stream ends without data: [DONE]
   bad_usage            usage reports half the tokens sent
+  stall_reset          --stall-ms of silence, then a reset (streamed or not)
+  done_hang            [DONE], then no chunk terminator for --stall-ms
+  done_close           [DONE], then a close without the chunk terminator
+  done_reset           [DONE], then a reset without the chunk terminator
+  json_body            a streamed request answered with one JSON body
+  sse_error            an `event: error` SSE event mid-stream
 
 Mid-stream faults strike after --fault-after-chunks token chunks. Stream
 faults spare non-streamed requests.

@@ -8,7 +8,8 @@ The live view reads counters the observer keeps; it does no per-token work.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from time import perf_counter_ns
@@ -29,6 +30,7 @@ NS = 1_000_000_000
 _RECENT = 512
 # points at least this large say so while their summary is built (~0.1 ms of CPU a request)
 SUMMARY_NOTICE_REQUESTS = 10_000
+PLAIN_EVERY_S = 10.0  # the plain console's progress line while a phase runs (a CI log shows a run is alive)
 
 
 class Progress:
@@ -52,6 +54,12 @@ class Progress:
         self.ttfts: list[int] = []
         self.conversations: set[int] = set()  # multi-turn: the phase's n counts these, not requests
         self.status = ""  # what follows the phase's figures once its load is over
+        self.running = False  # between phase_started and phase_finished
+
+    def tick(self) -> None:
+        """The plain console's periodic line: the phase's figures so far, while it runs."""
+        if self.echo is not None and self.running:
+            self.echo.print(self.line(), highlight=False, soft_wrap=True)
 
     # Observer ---------------------------------------------------------------
     def target_ready(self, info: TargetInfo) -> None:
@@ -67,6 +75,7 @@ class Progress:
     def phase_started(self, label: str, phase: Phase) -> None:
         self.label, self.phase = label, phase
         self.reset()
+        self.running = True
 
     def started(self, record: RequestRecord) -> None:
         self.sent += 1
@@ -85,6 +94,7 @@ class Progress:
                 del self.ttfts[:_RECENT]
 
     def phase_finished(self, phase: Phase) -> None:
+        self.running = False
         if self.echo is not None:
             self.echo.print(self.line(), highlight=False, soft_wrap=True)
 
@@ -118,6 +128,11 @@ class Progress:
         return Text(self.line())
 
 
+def _every(stop: threading.Event, interval_s: float, call: Callable[[], None]) -> None:
+    while not stop.wait(interval_s):
+        call()
+
+
 class Console:
     """Chooses the output mode and renders the start, the live view and the end."""
 
@@ -139,7 +154,14 @@ class Console:
             yield Progress(echo=None)
             return
         if self.plain:
-            yield Progress(echo=self.out)
+            progress = Progress(echo=self.out)
+            stop = threading.Event()
+            ticker = threading.Thread(target=_every, args=(stop, PLAIN_EVERY_S, progress.tick), daemon=True)
+            ticker.start()
+            try:
+                yield progress
+            finally:
+                stop.set()
             return
         progress = Progress(echo=None)
         with Live(progress, console=self.out, refresh_per_second=4, transient=True):

@@ -93,6 +93,11 @@ _ANOMALY_TEXT = {
         "streams ended with data: [DONE] but no finish_reason (counted as ok; the server may have cut them "
         "short: compare output tokens with max_tokens)"
     ),
+    Anomaly.NOT_STREAMED.value: (
+        "responses came back as one JSON body although streaming was asked (counted as ok, with no TTFT or ITL: "
+        "those figures cover only the streamed responses; check --extra-body for \"stream\" and the server's "
+        "streaming support)"
+    ),
     Anomaly.USAGE_BELOW_CHUNKS.value: (
         "responses reported usage.completion_tokens below their token-bearing chunk count: "
         "usage ignored for them, output tokens counted another way"

@@ -4,7 +4,10 @@
 requests have finished (ok or error; cancelled ones do not count), a failed fraction above
 the limit cancels the phase in progress, and `run_guarded` turns that into `RunStopped`.
 `TargetWatch` gives the verdict after a load point: the last requests all failed to connect or
-were cut off, after earlier ones did not — the target died mid-run. It is fed each record as it
+were cut off, after earlier ones did not, and enough of them were *sent after the target's last
+answer* — the target died mid-run. A live server whose failures merely finish after its
+successes (streams that stall, then reset; slow disconnects) answered after those requests
+were sent, so they do not count: only requests sent once it had gone quiet say it is gone. It is fed each record as it
 finishes and keeps only what the verdict needs, so a long run holds no records for it;
 `target_lost` is the same verdict over a list of records.
 """
@@ -19,9 +22,10 @@ from typing import Any
 from tokspeed.config import MAX_ERROR_RATE_MIN_REQUESTS
 from tokspeed.records import ErrorKind, RequestRecord, Status
 
-LOST_AFTER = 5  # this many trailing connection failures, after a success, mean the target went away
+LOST_AFTER = 5  # this many trailing connection failures sent after the last answer mean the target went away
 _GONE = (ErrorKind.CONNECT, ErrorKind.BROKEN)
 STREAK_KEEP = 4096  # end times of trailing failures kept one by one; older ones are only counted
+_LAST = 1 << 63  # sorts after any sent_ns at the same end_ns
 
 
 class RunStopped(Exception):
@@ -85,22 +89,27 @@ class TargetWatch:
 
     The verdict orders measured, finished requests by end time (ties: in the order they were
     fed). It needs only: the earliest `sent_ns`, the end of the latest request that did not fail
-    to connect or break off (`last_other`; None while there is none), and the end times of the
-    connect/broken failures ordered after it (`streak`, sorted). A record fed late, with an end
-    before some already in the streak, is placed where the sort would put it, so the verdict is
-    the same as sorting them all. Only the last STREAK_KEEP end times of a long streak are kept;
-    the older ones are counted (`older`, with the earliest end in `older_first_ns`): they would
-    matter only if a request were fed after thousands that ended later.
+    to connect or break off (`last_other`, the target's last answer; None while there is none),
+    and the (end, sent) times of the connect/broken failures ordered after it (`streak`, sorted
+    by end). Of the streak, only failures sent at or after `last_other` count: a request sent
+    before the target's last answer and failing after it (a stream that stalled, then reset)
+    says nothing about the target being gone. A record fed late, with an end before some
+    already in the streak, is placed where the sort would put it, so the verdict is the same as
+    sorting them all. Only the last STREAK_KEEP entries of a long streak are kept; the older
+    ones are counted (`older`, with their earliest end and earliest send): they count only if
+    even the earliest of them was sent after the last answer (a conservative shortcut that
+    matters only after thousands of trailing failures).
     """
 
-    __slots__ = ("last_other", "older", "older_first_ns", "start_ns", "streak")
+    __slots__ = ("last_other", "older", "older_first_ns", "older_sent_ns", "start_ns", "streak")
 
     def __init__(self) -> None:
         self.start_ns: int | None = None
         self.last_other: int | None = None
-        self.streak: list[int] = []
+        self.streak: list[tuple[int, int]] = []  # (end_ns, sent_ns), sorted
         self.older = 0
         self.older_first_ns = 0
+        self.older_sent_ns = 0
 
     def record(self, r: RequestRecord) -> None:
         """Count one finished request (warm-up, cancelled and end-less ones are ignored)."""
@@ -111,36 +120,47 @@ class TargetWatch:
         if self.last_other is not None and end < self.last_other:
             return  # ends before the latest success-or-other-error: never part of the trailing run
         if r.status is Status.ERROR and r.error_kind in _GONE:
-            insort(self.streak, end)
+            insort(self.streak, (end, r.sent_ns))
             if len(self.streak) > STREAK_KEEP:
-                self.older_first_ns = min(self.older_first_ns, self.streak[0]) if self.older else self.streak[0]
+                first_end, first_sent = self.streak[0]
+                if self.older:
+                    self.older_first_ns = min(self.older_first_ns, first_end)
+                    self.older_sent_ns = min(self.older_sent_ns, first_sent)
+                else:
+                    self.older_first_ns, self.older_sent_ns = first_end, first_sent
                 self.older += 1
                 del self.streak[0]
             return
         self.last_other = end
-        cut = bisect_right(self.streak, end)  # failures that ended by now (or fed before, at the same ns)
+        cut = bisect_right(self.streak, (end, _LAST))  # failures that ended by now (or fed before, at the same ns)
         if cut:
             self.older = 0
             del self.streak[:cut]
 
     def verdict(self) -> str | None:
         """Why the target looks lost so far, or None (the message `target_lost` gives)."""
-        trailing = self.older + len(self.streak)
-        if trailing < LOST_AFTER or self.last_other is None or self.start_ns is None:
+        if self.last_other is None or self.start_ns is None:
             return None
-        first_end = self.older_first_ns if self.older else self.streak[0]
+        quiet = self.last_other
+        ends = [end for end, sent in self.streak if sent >= quiet]
+        older = self.older if self.older and self.older_sent_ns >= quiet else 0
+        trailing = older + len(ends)
+        if trailing < LOST_AFTER:
+            return None
+        first_end = self.older_first_ns if older else min(ends)
         at_s = ((first_end or self.start_ns) - self.start_ns) / 1e9
         return (
-            f"the target stopped answering {at_s:.1f} s into the run: the last {trailing} requests "
-            "could not connect or were cut off"
+            f"the target stopped answering {at_s:.1f} s into the run: the last {trailing} requests, "
+            "sent after its last answer, could not connect or were cut off"
         )
 
 
 def target_lost(records: Iterable[RequestRecord]) -> str | None:
     """Why the run looks like its target died mid-run, or None.
 
-    True when the last LOST_AFTER or more finished measured requests (by end time) all failed
-    to connect or broke off, and at least one request before them did not.
+    True when, of the trailing finished measured requests (by end time) that all failed to
+    connect or broke off, LOST_AFTER or more were sent after the last request before them that
+    did not (the target's last answer), and there was such a request.
     """
     watch = TargetWatch()
     for r in records:

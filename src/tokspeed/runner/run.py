@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import heapq
 import time
-from collections.abc import Generator
+from collections.abc import Coroutine, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,15 +26,15 @@ from typing import Any, Protocol
 from tokspeed.backends.base import Backend, TargetInfo
 from tokspeed.backends.credentials import url_auth_replacing
 from tokspeed.backends.redact import Redactor
-from tokspeed.config import SAMPLE_OUTPUTS, RunConfig
+from tokspeed.config import DURATION_GRACE_MIN_S, SAMPLE_OUTPUTS, RunConfig
 from tokspeed.diagnosis.digest import PointDigest
 from tokspeed.diagnosis.rules import diagnose_point, diagnose_result, ordered
 from tokspeed.diagnosis.schema import Finding
 from tokspeed.environment import capture_environment, server_facts
-from tokspeed.errors import TokspeedError
+from tokspeed.errors import ResultsError, TargetGone, TokspeedError
 from tokspeed.load.plan import LoadPlan
 from tokspeed.metrics.cold_start import add_cold_start
-from tokspeed.records import RequestRecord
+from tokspeed.records import RequestRecord, Status
 from tokspeed.results import (
     REQUESTS_FILE,
     Benchmark,
@@ -187,9 +187,10 @@ async def execute_run(
     out_dir: Path,
     observer: Observer | None = None,
     overwrite: bool = False,
+    interrupt: Interrupt | None = None,
 ) -> RunOutcome:
     """Run one load point (warm-up, iterations); returns even when interrupted (status says so)."""
-    return await execute_points(cfg, single_point(cfg, backend, workload), out_dir, observer, overwrite)
+    return await execute_points(cfg, single_point(cfg, backend, workload), out_dir, observer, overwrite, interrupt)
 
 
 class _Run:
@@ -214,12 +215,49 @@ class _Run:
         self.writer.write_run(self.result)
 
 
+class Interrupt:
+    """A stop asked from outside (SIGINT, SIGTERM, SIGHUP): the load is cancelled once, later asks only counted.
+
+    `execute_points` hands it the task running the load (`watch`); `request()` cancels that task
+    the first time and does nothing more after, so a second signal 50 ms later cannot land in
+    the summary or the final writes. A stop asked once the load is over (while summarising)
+    still marks the run interrupted.
+    """
+
+    __slots__ = ("asked", "_task")
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self._task: asyncio.Future[Any] | None = None
+
+    def watch(self, task: asyncio.Future[Any] | None) -> None:
+        self._task = task
+        if task is not None and self.asked:
+            task.cancel()
+
+    def request(self) -> bool:
+        """Ask the run to stop; True the first time (when the load is cancelled)."""
+        self.asked += 1
+        if self.asked == 1 and self._task is not None:
+            self._task.cancel()
+        return self.asked == 1
+
+
+@dataclass
+class _Current:
+    """The load point in progress (None between points) and its state."""
+
+    point: LoadPoint | None = None
+    state: _PointState | None = None
+
+
 async def execute_points(
     cfg: RunConfig,
     points: PointSource,
     out_dir: Path,
     observer: Observer | None = None,
     overwrite: bool = False,
+    interrupt: Interrupt | None = None,
 ) -> RunOutcome:
     """Run each load point the source yields, one after another, into one results directory.
 
@@ -228,48 +266,99 @@ async def execute_points(
     unreachable, ...) is re-raised after run.json records the failure. A point stopped
     by `--max-error-rate`, or whose target stopped answering, ends the run with status
     "failed" and the reason in `error`.
+
+    The load runs in a task of its own; `interrupt` (or a cancellation of the caller) cancels
+    only that task, so the summaries and the final writes that follow are never cut: the run
+    ends "interrupted" with what it measured, whenever the stop came.
     """
     obs = observer or NullObserver()
     run = _Run(cfg, out_dir, overwrite)
-    point: LoadPoint | None = None
-    state: _PointState | None = None
-    try:
+    cur = _Current()
+
+    async def load() -> None:
         await _start_telemetry(run)
-        point = next(points)
+        cur.point = next(points)
         while True:
-            state = _PointState(index=len(run.result.benchmarks), offset=run.writer.position())
-            await _run_point(run, point, state, obs)
-            obs.summarising(point.name, state.finished)
-            bench = _add_benchmark(run, point, state)
-            point = None
+            cur.state = _PointState(index=len(run.result.benchmarks), offset=run.writer.position())
+            await _run_point(run, cur.point, cur.state, obs)
+            obs.summarising(cur.point.name, cur.state.finished)
+            bench = _add_benchmark(run, cur.point, cur.state)
+            cur.point = None
             try:
-                point = points.send(bench)
+                cur.point = points.send(bench)
             except StopIteration as stop:
                 for key, value in (stop.value or {}).items():
                     setattr(run.result, key, value)
                 break
-        run.result.status = "complete"
-    except RunStopped as exc:
-        run.result.status, run.result.error = "failed", str(exc)
-        if exc.args and str(exc).startswith("stopped early"):
-            run.notes.append(f"the run {exc}; its summary covers only the requests that finished before")
-        _stop_source(run, points)
-    except asyncio.CancelledError:
-        run.result.status = "interrupted"
-        _stop_source(run, points)
-    except TokspeedError as exc:
-        run.result.status, run.result.error = "failed", str(exc)
-        raise
-    finally:
-        if point is not None and state is not None and state.finished:
-            _add_benchmark(run, point, state)
+
+    work = asyncio.ensure_future(load())
+    if interrupt is not None:
+        interrupt.watch(work)
+    failure: BaseException | None = None
+    stopped = False  # the caller was cancelled
+    try:
         try:
-            await _stop_telemetry(run)
-        finally:
-            _finish(run)
-        if point is not None:
-            await point.backend.close()
+            await asyncio.wait({work})
+        except asyncio.CancelledError:  # the caller was cancelled: stop the load, keep what it measured
+            stopped = True
+            work.cancel()
+            await asyncio.wait({work})
+        if interrupt is not None:
+            interrupt.watch(None)
+        if work.cancelled():
+            run.result.status = "interrupted"
+            _stop_source(run, points)
+        elif (exc := work.exception()) is None:
+            asked = stopped or (interrupt is not None and interrupt.asked > 0)  # a stop while summarising
+            run.result.status = "interrupted" if asked else "complete"
+        elif isinstance(exc, RunStopped):
+            run.result.status, run.result.error = "failed", str(exc)
+            if exc.args and str(exc).startswith("stopped early"):
+                run.notes.append(f"the run {exc}; its summary covers only the requests that finished before")
+            _stop_source(run, points)
+        else:
+            if isinstance(exc, TokspeedError):
+                run.result.status, run.result.error = "failed", str(exc)
+            failure = exc
+    finally:
+        late = await _wind_up(run, cur)
+    failure = failure or late
+    if failure is not None:
+        raise failure
     return RunOutcome(result=run.result, directory=out_dir, requests=run.requests)
+
+
+async def _wind_up(run: _Run, cur: _Current) -> ResultsError | None:
+    """Summarise a point stopped midway, stop the samplers, write run.json, close the backend.
+
+    A cancellation arriving here (a caller cancelled again) is absorbed: the run is already
+    stopping, and cutting these steps would leave run.json "running". So is a results file that
+    cannot be written (a full disk): every step still runs, and the first such failure is
+    returned for the caller to raise.
+    """
+    point, state = cur.point, cur.state
+    failed: ResultsError | None = None
+    # (a point whose summary is already in the result failed only to be written: not summarised twice)
+    if point is not None and state is not None and state.finished and len(run.result.benchmarks) == state.index:
+        try:
+            _add_benchmark(run, point, state)
+        except ResultsError as exc:
+            failed = exc
+    try:
+        await _stop_telemetry(run)
+    except asyncio.CancelledError:
+        run.result.status = "interrupted" if run.result.status in ("running", "complete") else run.result.status
+    finally:
+        try:
+            _finish(run)
+        except ResultsError as exc:
+            failed = failed or exc
+    if point is not None:
+        try:
+            await point.backend.close()
+        except asyncio.CancelledError:
+            pass
+    return failed
 
 
 def _stop_source(run: _Run, points: PointSource) -> None:
@@ -329,11 +418,62 @@ class _PointState:
     began_ns: int | None = None  # when its backend's start() was called (cold start)
 
 
+def duration_grace_s(cfg: RunConfig) -> float | None:
+    """How long requests still in flight at the end of --duration may take to finish (None: no --duration)."""
+    if cfg.duration_s is None:
+        return None
+    return min(cfg.timeout_s, max(DURATION_GRACE_MIN_S, cfg.duration_s))
+
+
+class _Cut:
+    """A timed phase's hard end: its duration (held warm-up included) plus the grace; what it cut off."""
+
+    __slots__ = ("active", "count", "grace_s")
+
+    def __init__(self, grace_s: float | None) -> None:
+        self.grace_s = grace_s
+        self.active = False
+        self.count = 0
+
+    def limit_s(self, phase: Phase, cfg: RunConfig) -> float | None:
+        """Seconds after the phase starts when its requests in flight are cut off (None: never)."""
+        if self.grace_s is None or cfg.duration_s is None:
+            return None
+        return phase.lead_s + (phase.duration_s or cfg.duration_s) + self.grace_s  # a warm-up is held to --duration too
+
+    def mark(self, record: RequestRecord) -> None:
+        if self.active and record.status is Status.INCOMPLETE:
+            self.count += 1
+            record.error = f"cut off: still in flight {self.grace_s:g} s after --duration ended"
+
+    async def run(self, phase_run: Coroutine[Any, Any, None], limit_s: float | None) -> None:
+        """Run the phase; past `limit_s`, cancel it (its requests in flight end incomplete) and return."""
+        task = asyncio.ensure_future(phase_run)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=limit_s)
+        except asyncio.CancelledError:
+            task.cancel()
+            await asyncio.wait({task})
+            raise
+        if task not in done:
+            self.active = True
+            try:
+                task.cancel()
+                await asyncio.wait({task})
+            finally:
+                self.active = False
+            if task.cancelled():
+                return
+        task.result()
+
+
 async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Observer) -> None:
     """Start the point's backend, warm up, run its iterations; each record goes to disk, not to memory."""
     guard = ErrorRateGuard(point.cfg.max_error_rate)
+    cut = _Cut(duration_grace_s(point.cfg))
 
     def on_record(record: RequestRecord) -> None:
+        cut.mark(record)
         if plan.timeline is not None:  # scheduled load: the record's stage and class
             plan.timeline.label(record)
         record.benchmark = state.index
@@ -362,9 +502,22 @@ async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Obser
                 state.window = run.telemetry.window("begin", state.index)
             obs.phase_started(point.name, phase)
             runner = phase_runner(point.workload)  # run_phase, or conversations for a multi-turn workload
-            await run_guarded(runner(plan, phase, point.backend, point.workload, on_record, obs.started), guard)
+            phase_run = runner(plan, phase, point.backend, point.workload, on_record, obs.started)
+            try:
+                await run_guarded(cut.run(phase_run, cut.limit_s(phase, point.cfg)), guard)
+            except TargetGone as exc:  # refused for long after answering: a failed run that keeps its results
+                raise RunStopped(str(exc)) from None
             obs.phase_finished(phase)
     finally:
+        if cut.count:
+            run.notes.append(
+                f"{cut.count} requests were still in flight {cut.grace_s:g} s after --duration ended: cut off, "
+                "recorded as incomplete (not in the summary); raise --duration or look for stalled streams"
+            )
+        notes = getattr(point.backend, "transport_notes", None)  # refused connections and the back-off
+        for note in notes() if notes is not None else []:
+            if note not in run.notes:
+                run.notes.append(note)
         if state.window is not None and run.telemetry is not None:
             state.window_end = run.telemetry.window("end", state.index)
         if not run.result.samples:
@@ -484,8 +637,10 @@ def _finish(run: _Run) -> None:
     result.finished_at = now_iso()
     result.diagnosis = _diagnosis(run)
     result.warnings = [*result.warnings, *grouped_warnings(_uncovered(run.point_warnings, result.diagnosis)), *run.notes]
-    run.writer.write_run(result)
-    run.writer.close()
+    try:
+        run.writer.write_run(result)
+    finally:
+        run.writer.close()
 
 
 def _uncovered(

@@ -32,14 +32,24 @@ class Fault(str, Enum):
     STALL = "stall"  # no bytes for --stall-ms mid-stream, then the stream goes on
     NO_DONE = "no_done"  # the stream ends cleanly, usage included, without data: [DONE]
     BAD_USAGE = "bad_usage"  # usage.completion_tokens reports half the tokens sent
+    STALL_RESET = "stall_reset"  # no bytes for --stall-ms (mid-stream, or before a whole body), then a reset
+    DONE_HANG = "done_hang"  # data: [DONE], then no chunk terminator: the connection stays open --stall-ms
+    DONE_CLOSE = "done_close"  # data: [DONE], then the connection closes without the chunk terminator
+    DONE_RESET = "done_reset"  # data: [DONE], then the connection is reset without the chunk terminator
+    JSON_BODY = "json_body"  # a streamed request answered with one whole JSON body (stream: true ignored)
+    SSE_ERROR = "sse_error"  # an `event: error` SSE event mid-stream (no error object), then the stream goes on
 
 
 HTTP_STATUS: dict[Fault, int] = {Fault.HTTP_429: 429, Fault.HTTP_500: 500, Fault.HTTP_503: 503}
 RETRY_AFTER: frozenset[Fault] = frozenset({Fault.HTTP_429, Fault.HTTP_503})
 MID_STREAM: frozenset[Fault] = frozenset(
-    {Fault.DISCONNECT, Fault.MALFORMED_SSE, Fault.INVALID_JSON, Fault.ERROR_EVENT, Fault.STALL}
+    {Fault.DISCONNECT, Fault.MALFORMED_SSE, Fault.INVALID_JSON, Fault.ERROR_EVENT, Fault.STALL, Fault.STALL_RESET,
+     Fault.SSE_ERROR}
 )
-STREAM_ONLY: frozenset[Fault] = MID_STREAM | {Fault.NO_DONE, Fault.BAD_USAGE}
+AFTER_DONE: frozenset[Fault] = frozenset({Fault.DONE_HANG, Fault.DONE_CLOSE, Fault.DONE_RESET})
+# stall_reset also strikes a non-streamed request (before its body); the others need a stream
+STREAM_ONLY: frozenset[Fault] = (MID_STREAM - {Fault.STALL_RESET}) | AFTER_DONE | {
+    Fault.NO_DONE, Fault.BAD_USAGE, Fault.JSON_BODY}
 NAMES = ", ".join(f.value for f in Fault)
 
 

@@ -74,6 +74,12 @@ async def mid_stream(
     if fault is Fault.STALL:
         await asyncio.sleep(cfg.stall_ms / 1000)
         return round(cfg.stall_ms * 1_000_000)
+    if fault is Fault.STALL_RESET:
+        await stall_then_reset(cfg, request, entry)
+        return None
+    if fault is Fault.SSE_ERROR:
+        await resp.write(enc.sse_error(MID_STREAM_ERROR))
+        return 0
     await resp.write(enc.malformed() if fault is Fault.MALFORMED_SSE else enc.invalid_json())
     return 0
 
@@ -81,3 +87,24 @@ async def mid_stream(
 def reported_completion_tokens(fault: Fault | None, sent: int) -> int:
     """What usage.completion_tokens says: the truth, or half of it under `bad_usage`."""
     return sent // 2 if fault is Fault.BAD_USAGE else sent
+
+
+async def stall_then_reset(cfg: SimConfig, request: web.Request, entry: LogEntry) -> None:
+    """Send nothing for --stall-ms, then abort the connection (a stuck engine behind a proxy's idle timeout)."""
+    await asyncio.sleep(cfg.stall_ms / 1000)
+    entry.status = SimStatus.ABORTED
+    if request.transport is not None:
+        request.transport.abort()
+
+
+async def after_done(cfg: SimConfig, request: web.Request, fault: Fault) -> None:
+    """After `data: [DONE]`: close, reset or hold the connection without the chunked body's terminator."""
+    transport = request.transport
+    if transport is None:
+        return
+    if fault is Fault.DONE_HANG:
+        await asyncio.sleep(cfg.stall_ms / 1000)
+    if fault is Fault.DONE_RESET:
+        transport.abort()
+    else:
+        transport.close()

@@ -25,7 +25,7 @@ from tokspeed.sim import inject
 from tokspeed.sim.arrival import arrival_of
 from tokspeed.sim.config import SimConfig
 from tokspeed.sim.embeddings import embeddings_body, parse_embeddings
-from tokspeed.sim.faults import HTTP_STATUS, MID_STREAM, Fault, FaultPicker
+from tokspeed.sim.faults import AFTER_DONE, HTTP_STATUS, MID_STREAM, Fault, FaultPicker
 from tokspeed.sim.gate import FifoGate
 from tokspeed.sim.log import LogEntry, SimLog, SimStatus
 from tokspeed.sim.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -242,8 +242,12 @@ class SimService:
             if fault is Fault.SLOW_HEADERS:
                 await asyncio.sleep(self.cfg.slow_headers_ms / 1000)
             start_ns = entry.start_ns = perf_counter_ns()
-            if req.stream:
+            if req.stream and fault is not Fault.JSON_BODY:
                 return await self._stream(request, req, plan, entry, start_ns, fault)
+            if fault is Fault.STALL_RESET:  # a non-streamed request: nothing, then a reset
+                await inject.stall_then_reset(self.cfg, request, entry)
+                entry.end_ns = perf_counter_ns()
+                return web.Response(status=500)  # never reaches the client
             return await self._respond(request, req, plan, entry, start_ns)
 
     async def _stream(
@@ -273,22 +277,27 @@ class SimService:
                     return resp
                 start_ns += delay_ns
             await self._write_tokens(resp, enc, plan.timing, chunks, cut, len(chunks), entry, start_ns, text)
-            await self._end_stream(resp, enc, req, entry, fault)
+            await self._end_stream(request, resp, enc, req, entry, fault)
         except ConnectionError:
             entry.status = SimStatus.DISCONNECTED
         entry.end_ns = perf_counter_ns()
         return resp
 
     async def _end_stream(
-        self, resp: web.StreamResponse, enc: ChunkEncoder, req: SimRequest, entry: LogEntry, fault: Fault | None
+        self, request: web.Request, resp: web.StreamResponse, enc: ChunkEncoder, req: SimRequest, entry: LogEntry,
+        fault: Fault | None,
     ) -> None:
-        """The usage trailer (when asked), `data: [DONE]` (unless the no_done fault), end of body."""
+        """The usage trailer (when asked), `data: [DONE]` (unless the no_done fault), end of body (unless done_*)."""
         if self.cfg.usage and req.include_usage:
             reported = inject.reported_completion_tokens(fault, entry.completion_tokens)
             usage = with_cached(usage_dict(req.prompt_tokens, reported, entry.reasoning_tokens), entry.cached_tokens)
             await resp.write(enc.usage(usage))
         if fault is not Fault.NO_DONE:
             await resp.write(enc.done())
+        if fault in AFTER_DONE:
+            assert fault is not None
+            await inject.after_done(self.cfg, request, fault)
+            return
         await resp.write_eof()
 
     async def _write_tokens(

@@ -96,6 +96,10 @@ class ChunkEncoder:
         error = {"message": message, "type": "InternalServerError", "param": None, "code": 500}
         return self.event({"error": error})
 
+    def sse_error(self, message: str) -> bytes:
+        """An SSE event of type `error` whose data is no error object (as some gateways send)."""
+        return b"event: error" + self._eol + b"data: " + orjson.dumps({"message": message}) + self._eol + self._eol
+
     def _template(self, reasoning: bool, last: bool) -> _Template:
         if self._api == "completions":
             choice: dict[str, Any] = {"text": _SLOT}
