@@ -44,7 +44,7 @@ from tokspeed.records import RequestRecord
 from tokspeed.telemetry.schema import TelemetrySummary
 
 SCHEMA = "tokspeed.run/1"
-# The metric definitions (README: "What the numbers mean"). Bumped whenever a formula changes, so
+# The metric definitions (docs/numbers.md, docs/metric-spec.md). Bumped whenever a formula changes, so
 # two runs are comparable figure by figure only when their specs match.
 METRIC_SPEC = "tokspeed.metrics/1"
 RUN_FILE = "run.json"

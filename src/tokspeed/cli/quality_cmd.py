@@ -26,8 +26,8 @@ of request latency); for a real speed figure use `tokspeed run --quality`.
   tokspeed quality --target http://127.0.0.1:8000/v1 --lm-eval results/model/results_2025.json
 
 Writes DIR/quality.json and DIR/quality.jsonl (one line per item and target, appended as
-each finishes). --probes takes a JSONL file in the documented item format (README: Quality
-probe); --lm-eval attaches an lm-evaluation-harness results file to the target in the same
+each finishes). --probes takes a JSONL file in the item format of docs/quality.md;
+--lm-eval attaches an lm-evaluation-harness results file to the target in the same
 position (or, with no --target, stores it alone).
 """
 
@@ -35,7 +35,7 @@ position (or, with no --target, stores it alone).
 def quality(
     target: Annotated[list[str] | None, typer.Option("--target", "-t", help="Server base URL ending in /v1, optionally named: NAME=URL. Repeat to compare; the first is the baseline.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Results directory. [default: runs/quality-<date-time>]")] = None,
-    probes: Annotated[str, typer.Option("--probes", help="builtin, or a JSONL probe file (README: Quality probe).")] = "builtin",
+    probes: Annotated[str, typer.Option("--probes", help="builtin, or a JSONL probe file (format: docs/quality.md).")] = "builtin",
     category: Annotated[list[str] | None, typer.Option("--category", help="Only these categories (repeatable): arithmetic, knowledge, instruction, recall, or your file's.")] = None,
     lang: Annotated[list[str] | None, typer.Option("--lang", help="Only items in these languages (repeatable): zh, en.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="At most N items (after --category/--lang).", min=1)] = None,

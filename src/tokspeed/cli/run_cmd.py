@@ -35,7 +35,7 @@ Examples:
 
   tokspeed run --target hf:./my-model --dtype bf16            # a local transformers model, in-process
 
-  tokspeed run --target vllm:./Qwen2-7B-Instruct-AWQ --dataset prompts.json --iterations 3   # the seed's script
+  tokspeed run --target vllm:./Qwen2-7B-Instruct-AWQ --dataset prompts.json --iterations 3   # each iteration one pass over the file, all at once
 """
 
 TARGET = "Target"

@@ -43,6 +43,6 @@ def describe_offline(cfg: RunConfig) -> str:
     """The console's line about the load, before the run."""
     if cfg.profile == "concurrency" and cfg.requests is not None and cfg.concurrency == cfg.requests:
         warm = f"after {cfg.warmup_requests} warm-up request{'s' if cfg.warmup_requests != 1 else ''}"
-        return (f"vLLM's offline throughput as the seed's script measures it: all {cfg.requests} requests of each "
+        return (f"vLLM's offline throughput, as a llm.generate(prompts) script measures it: all {cfg.requests} requests of each "
                 f"iteration submitted at once, {warm}")
     return "vLLM's offline engine under the load profile given"
