@@ -19,6 +19,7 @@ from tokspeed.cli.plans import Mode, Plan, float_value, int_value, sweep_request
 from tokspeed.cli.workers import check_workers, choose_workers
 from tokspeed.config import Api, Arrival, RunConfig, config_from_sources, parse_duration
 from tokspeed.errors import ConfigError
+from tokspeed.load.passes import check_offline
 from tokspeed.load.setup import refuse_profile_flags
 
 HELP = """Benchmark a server, or with no --target a small model on this CPU (the embedded default).
@@ -86,7 +87,8 @@ def run(
     duration: Annotated[str | None, _opt("--duration", help="Stop starting requests after this long per iteration (30s, 5m).", panel=LOAD)] = None,
     warmup: Annotated[str | None, _opt("--warmup", help="Warm-up before measuring, excluded from statistics: N requests (run, then drained), or a duration such as 10s for which the same load runs before the measured requests follow without a pause (the server is then in its steady state when measuring starts). [default: one request per stream, at most 256; capacity probes hold their rate 3s]", panel=LOAD)] = None,
     max_error_rate: Annotated[float | None, _opt("--max-error-rate", help="Stop the run (exit 1) once more than this fraction of measured requests failed, judged from the 20th on, e.g. 0.05. [default: off]", panel=LOAD)] = None,
-    iterations: Annotated[int | None, _opt("--iterations", "-i", help="Repeat the measurement K times (after one warm-up) and report spread. [default: 1]", panel=LOAD, min=1)] = None,
+    iterations: Annotated[int | None, _opt("--iterations", "-i", help="Repeat the measurement K times (after one warm-up) and report spread. With --dataset FILE and no --requests/--duration, each iteration is one pass over the file. [default: 1]", panel=LOAD, min=1)] = None,
+    offline: Annotated[bool, _opt("--offline", help="Offline throughput mode: each iteration submits all its requests at once (one pass over --dataset FILE), after one warm-up request, as a script calling llm.generate(prompts) per iteration measures. [default: on for vllm: targets given no load profile, else off]", panel=LOAD)] = False,
     slo: Annotated[list[str] | None, _opt("--slo", help="Objective, repeatable: 'ttft_p99_ms<=500' (percentile) or 'tpot_ms<=50' (per request; goodput).", panel=OUT)] = None,
     out: Annotated[Path | None, _opt("--out", "-o", help="Results directory. [default: runs/<date-time>]", panel=OUT)] = None,
     overwrite: Annotated[bool, _opt("--overwrite", help="Replace the results already in --out (otherwise refused).", panel=OUT)] = False,
@@ -143,6 +145,7 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
               concurrency: str | None, rate: str | None, arrival: Any, burstiness: float | None, exact_rate: bool | None,
               max_concurrency: int | None, workers: str | None, requests: int | None, duration: str | None, warmup: str | None,
               max_error_rate: float | None, iterations: int | None, slo: list[str] | None, out: Path | None,
+              offline: bool = False,
               overwrite: bool, scenario: Path | None, quiet: bool, plain: bool, html: Path | None,
               server_metrics: str | None, telemetry_interval: str | None, no_telemetry: bool,
               price_per_hour: list[float] | None, gpus: int | None, quality: bool = False,
@@ -201,6 +204,7 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         "duration_s": parse_duration(duration) if duration else None,
         **warmup_fields(warmup),
         "iterations": iterations,
+        "offline": True if offline else None,
         "max_error_rate": max_error_rate,
         "slo": slo or None,
         "out": out,
@@ -234,6 +238,10 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         cfg = cfg.model_copy(update={"dataset": "synthetic"})
     targets = [_normalise_target(t) for t in target] if target else [None]
     plan = mode.plan(sweep, targets, cfg)
+    check_offline(cfg, cfg.model_fields_set)
+    if cfg.offline and plan is not None:
+        raise ConfigError("--offline measures one load point, not a sweep or a capacity search",
+                          hint="drop --offline, or run one point with tokspeed run")
     check_workers(cfg, targets)
     if quality:
         from tokspeed.cli.quality_cmd import check_run_target
@@ -252,10 +260,7 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
         is_embedded_target,
     )
     from tokspeed.backends.local_target import engine_kind
-    from tokspeed.backends.vllm_offline.defaults import (
-        describe_offline,
-        offline_defaults,
-    )
+    from tokspeed.load.passes import PROFILE_FIELDS, dataset_passes, describe_offline
     from tokspeed.cli.exit_codes import exit_code_for
     from tokspeed.cli.fdlimit import ensure_fd_limit
     from tokspeed.cli.report_exports import prepare_run_html, write_run_html
@@ -263,6 +268,7 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
     from tokspeed.reports.console import Console
     from tokspeed.runner.run import execute_points, single_point
 
+    given = cfg.model_fields_set  # what the user set, before any target's defaults
     embedded = is_embedded_target(cfg.target)  # no --target: the embedded model on this CPU
     if embedded:
         cfg = embedded_defaults(cfg)
@@ -270,9 +276,10 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
     out_dir = cfg.out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
     html_plan = prepare_run_html(html)  # a bad path or a missing extra fails before the run
     workload = build_workload(cfg)
-    offline_vllm = engine_kind(cfg.target) == "vllm" and plan is None
-    if offline_vllm:  # the seed's offline throughput run unless a load profile was given
-        cfg = offline_defaults(cfg, workload.describe())
+    vllm = engine_kind(cfg.target) == "vllm"
+    offline = plan is None and (cfg.offline or (vllm and not PROFILE_FIELDS & given))  # vllm: offline unless a profile is given
+    if plan is None:  # one pass over a prompt file per iteration; the offline mode submits it at once
+        cfg = dataset_passes(cfg, workload.describe(), given, offline=offline)
 
     def build(point_cfg: RunConfig) -> Any:
         point_workload = workload if point_cfg is cfg else build_workload(point_cfg)
@@ -283,8 +290,8 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
     console.starting(cfg, out_dir)
     if embedded and not quiet:
         console.out.print(f"Measuring the {describe_plan(cfg)}")
-    if offline_vllm and not quiet:
-        console.out.print(f"Measuring {describe_offline(cfg)}")
+    if offline and not quiet:
+        console.out.print(f"Measuring {describe_offline(cfg, vllm)}")
     choice = choose_workers(cfg)
     if choice.count != cfg.client_workers and not quiet:  # auto, or fewer than asked: say what and why
         per_point = " for the first load point; each point chooses its own" if plan is not None else ""
