@@ -134,3 +134,22 @@ def test_no_user_facing_text_says_the_seed() -> None:
     reference = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     for text in (README, README_ZH, DOCS, reference):
         assert not re.search(r"\bthe seed\b|seed article|seed's", text, re.IGNORECASE)
+
+
+def test_every_option_says_its_default_in_help() -> None:
+    """`--help` shows each option's default: typer prints a non-empty one, the help text says the rest."""
+    missing = []
+
+    def walk(cmd: object, path: list[str]) -> None:
+        if hasattr(cmd, "commands"):
+            for name, sub in cmd.commands.items():  # type: ignore[attr-defined]
+                walk(sub, [*path, name])
+            return
+        for p in cmd.params:  # type: ignore[attr-defined]
+            if p.param_type_name != "option" or p.is_flag or "--help" in p.opts:
+                continue
+            if "[default" not in (p.help or "") and p.default in (None, (), []):
+                missing.append(f"{' '.join(path)} {p.opts[0]}")
+
+    walk(typer.main.get_command(app), ["tokspeed"])
+    assert missing == []
