@@ -109,7 +109,7 @@ class CapacityProbe(BaseModel):
 
 
 class CapacityResult(BaseModel):
-    """The highest load at which every SLO held (the seed's 'QPS under a latency budget')."""
+    """The highest load at which every SLO held ('QPS under a latency budget')."""
 
     by: Literal["rate", "concurrency"]
     requests_per_s: float | None = Field(
