@@ -25,6 +25,18 @@ def test_estimate_json_from_a_config_directory(tmp_path: Path) -> None:
     assert [p["concurrency"] for p in data["points"]] == [1, 64]
 
 
+def test_estimate_of_a_published_moe_config_as_a_user_runs_it() -> None:
+    """Qwen3-30B-A3B's own config.json: 30.5B total, 3.3B active, one H100 holds it (the bug said eight)."""
+    config = Path(__file__).parents[1] / "data" / "model_configs" / "qwen3-30b-a3b.json"
+    proc = run_cli("estimate", "--model", str(config), "--gpu", "h100-sxm", "--concurrency", "1,16", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = orjson.loads(proc.stdout)
+    assert round(data["model"]["total_params"] / 1e9, 1) == 30.5 and round(data["model"]["active_params"] / 1e9, 1) == 3.4
+    assert data["memory"]["weights_fit"] and data["memory"]["kv_cache_bytes_per_token"] == 2 * 48 * 4 * 128 * 2
+    text = run_cli("estimate", "--model", str(config), "--gpu", "h100-sxm")
+    assert text.returncode == 0 and "do not fit" not in text.stdout and "3.35B active (8 of 128 experts)" in text.stdout
+
+
 def test_unknown_gpu_lists_the_known_ones() -> None:
     proc = run_cli("estimate", "--model", "llama-3-8b", "--gpu", "v100")
     assert proc.returncode == 2 and proc.stdout == ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tokspeed.errors import ConfigError
@@ -59,7 +61,9 @@ def test_kv_read_grows_the_decode_step() -> None:
 
 def test_prefill_flops_and_compute_bound() -> None:
     n = 1000
-    assert prefill_flops(LLAMA, n) == 2 * LLAMA.matmul_params * n + 2 * n * n * 4096 * 32
+    head = 128256 * 4096  # the LM head runs for the last prompt token only
+    body = LLAMA.matmul_params - head
+    assert prefill_flops(LLAMA, n) == 2 * body * n + 2 * head + 2 * n * n * 4096 * 32
     step = engine_step(LLAMA, H100, weights="bf16", kv="fp16", prompt_tokens=n)
     assert step.bound == "compute"
     assert step.seconds == pytest.approx(prefill_flops(LLAMA, n) / 989e12)
@@ -89,10 +93,13 @@ def test_moe_reads_only_routed_experts_at_batch_one() -> None:
 
 
 def test_units_are_consistent_across_gpus() -> None:
-    """Two GPUs halve the step time and double the memory; GB/s × s = bytes."""
+    """Two GPUs halve the memory and compute time and add the all-reduces; GB/s × s = bytes."""
     one = engine_step(LLAMA, H100, weights="bf16", kv="fp16", decode_sequences=4, context_tokens=512)
     two = engine_step(LLAMA, H100, weights="bf16", kv="fp16", gpus=2, decode_sequences=4, context_tokens=512)
-    assert two.seconds == pytest.approx(one.seconds / 2)
+    # 2 all-reduces × 32 layers, each 1 µs + 2·(2−1)/2 × 4 tokens × 4096 × 2 B over NVLink's 450 GB/s a direction
+    allreduce = 64 * (1e-6 + 1 * 4 * 4096 * 2 / 450e9)
+    assert one.comm_s == 0 and two.comm_s == pytest.approx(allreduce)
+    assert two.seconds == pytest.approx(one.seconds / 2 + allreduce)
     assert one.memory_s * H100.bandwidth_gb_s * 1e9 == pytest.approx(one.bytes)
     est = estimate(LLAMA, H100, Workload(input_tokens=512, output_tokens=256), [1, 32])
     p = est.points[1]
@@ -127,3 +134,70 @@ def test_bad_workloads() -> None:
         estimate(LLAMA, H100, Workload(utilization=1.5), [1])
     with pytest.raises(ConfigError):
         estimate(LLAMA, H100, Workload(), [0])
+
+
+def test_prefill_charges_the_lm_head_once_so_it_stays_a_lower_bound() -> None:
+    """Engines compute logits for the last prompt token only. Llama-3.2-1B at 512 tokens, by hand:
+    body 2·(16·(2·2048·2048 + 2·2048·512 + 3·2048·8192)) = 2·973,078,528 FLOPs per token; head 2·128256·2048;
+    attention 2·512²·(32·64)·16. Charging the head for all 512 tokens was 26% too high."""
+    small = load_model("llama-3.2-1b")
+    n, head = 512, 128256 * 2048
+    body = 16 * (2 * 2048 * 2048 + 2 * 2048 * 512 + 3 * 2048 * 8192)
+    attention = 2 * n * n * 32 * 64 * 16
+    right = 2 * body * n + 2 * head + attention
+    assert prefill_flops(small, n) == right
+    every_token = 2 * (body + head) * n + attention  # the old formula
+    assert every_token / right == pytest.approx(1.26, abs=0.01)
+
+
+def test_interconnect_bandwidth_per_gpu_model() -> None:
+    """Datasheet GPU-to-GPU bandwidth, both directions summed: NVLink on SXM parts, the PCIe slot on PCIe cards."""
+    table = {g: (load_gpu(g).interconnect, load_gpu(g).interconnect_gb_s)
+             for g in ("h100-sxm", "h200", "b200", "a100-80gb", "h100-pcie", "l40s", "rtx4090", "mi300x")}
+    assert table == {
+        "h100-sxm": ("NVLink 4", 900), "h200": ("NVLink 4", 900), "b200": ("NVLink 5", 1800),
+        "a100-80gb": ("NVLink 3", 600), "h100-pcie": ("PCIe 5.0 x16", 128), "l40s": ("PCIe 4.0 x16", 64),
+        "rtx4090": ("PCIe 4.0 x16", 64), "mi300x": ("Infinity Fabric", 896),
+    }
+    assert load_gpu("h100", interconnect_gb_s=400).interconnect_gb_s == 400
+    with pytest.raises(ConfigError, match="--interconnect-gb-s"):
+        load_gpu("h100", interconnect_gb_s=0)
+
+
+def test_tensor_parallel_decode_pays_the_all_reduces() -> None:
+    """Llama-3-8B at TP 8, batch 1 on H100 SXM: 15.0 GB streamed ÷ (8 × 3.35 TB/s) = 0.56 ms (the issue's
+    useless bound) plus 64 all-reduces of 1 token × 4096 × 2 B: 64 × (1 µs + 2·7/8 × 8192 B ÷ 450 GB/s)."""
+    step = engine_step(LLAMA, H100, weights="bf16", kv="fp16", gpus=8, decode_sequences=1, context_tokens=0)
+    streamed = weight_bytes(LLAMA, "bf16") - 2 * LLAMA.embedding_params
+    assert step.memory_s == pytest.approx(streamed / (8 * 3.35e12))
+    allreduce = 64 * (1e-6 + 2 * 7 / 8 * 8192 / 450e9)
+    assert step.comm_s == pytest.approx(allreduce)
+    assert step.comm_bytes == 64 * 2 * 7 / 8 * 8192
+    assert step.seconds == pytest.approx(streamed / (8 * 3.35e12) + allreduce)
+
+
+def test_tensor_parallel_prefill_over_pcie_is_interconnect_bound() -> None:
+    """A 4,096-token prefill of Llama-3-8B on 8 GPUs: 64 all-reduces of 4,096 × 4,096 × 2 B = 33.6 MB, each
+    moving 2·7/8 of it: 1.84 ms at PCIe 4.0's 32 GB/s a direction (117 ms in all, 15× the 7.5 ms of
+    compute on 8 × H100), 0.13 ms at NVLink 4's 450 GB/s (8.4 ms: an 8B model at TP 8 is still
+    all-reduce-bound in prefill)."""
+    l40s = load_gpu("l40s")
+    pcie = engine_step(LLAMA, l40s, weights="bf16", kv="fp16", gpus=8, prompt_tokens=4096)
+    nvlink = engine_step(LLAMA, H100, weights="bf16", kv="fp16", gpus=8, prompt_tokens=4096)
+    message = 4096 * 4096 * 2
+    assert pcie.comm_s == pytest.approx(64 * (1e-6 + 2 * 7 / 8 * message / 32e9))
+    assert nvlink.comm_s == pytest.approx(64 * (1e-6 + 2 * 7 / 8 * message / 450e9))
+    assert nvlink.compute_s == pytest.approx(7.5e-3, rel=0.05)
+    assert pcie.bound == nvlink.bound == "interconnect"
+    one = engine_step(LLAMA, l40s, weights="bf16", kv="fp16", prompt_tokens=4096)
+    assert one.comm_s == 0.0 and one.bound == "compute"
+
+
+def test_sliding_window_decode_reads_at_most_the_window() -> None:
+    """gpt-oss-20b-shaped decode at 8,192 tokens: 12 global layers read 8,192 tokens of 2,048 B, 12 local
+    layers 128 tokens; attention FLOPs the same way (2 × 64 heads × (64 + 64) per pair and layer)."""
+    oss = load_model(str(Path(__file__).parents[1] / "data" / "model_configs" / "gpt-oss-20b.json"))
+    a = engine_step(oss, H100, weights="auto", kv="bf16", decode_sequences=1, context_tokens=8192)
+    b = engine_step(oss, H100, weights="auto", kv="bf16", decode_sequences=1, context_tokens=0)
+    assert a.bytes - b.bytes == 12 * 2048 * 8192 + 12 * 2048 * 128
+    assert a.flops - b.flops == 2 * 64 * 128 * (12 * 8192 + 12 * 128)

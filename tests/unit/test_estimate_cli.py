@@ -106,3 +106,45 @@ def test_the_readme_example_is_real_output(capsys: pytest.CaptureFixture[str]) -
     printed = {line.strip() for line in capsys.readouterr().out.splitlines() if line.strip()}
     shown = {line.strip() for line in block.splitlines()[1:] if line.strip()}
     assert shown == printed
+
+
+CONFIGS = Path(__file__).parents[1] / "data" / "model_configs"
+
+
+def test_a_quantized_config_is_sized_from_its_quantization_config(capsys: pytest.CaptureFixture[str]) -> None:
+    """No --weights: the AWQ checkpoint is 5.57 GB, not the 15.23 GB of bf16 (issue 24)."""
+    data = _json(capsys, "estimate", "--model", str(CONFIGS / "qwen2-7b-instruct-awq.json"), "--gpu", "rtx4090", "--json")
+    assert (data["weights"], data["weights_source"]) == ("awq int4 g128", "quantization_config")
+    assert data["memory"]["weights_gb"] == pytest.approx(5.57, abs=0.01)
+    assert main(["estimate", "--model", str(CONFIGS / "qwen2-7b-instruct-awq.json"), "--gpu", "rtx4090"]) == 0
+    assert "weights awq int4 g128 (quantization_config)" in capsys.readouterr().out
+    bf16 = _json(capsys, "estimate", "--model", str(CONFIGS / "qwen2-7b-instruct-awq.json"), "--gpu", "rtx4090",
+                 "--weights", "bf16", "--json")
+    assert bf16["memory"]["weights_gb"] == pytest.approx(15.23, abs=0.01) and bf16["weights_source"] == "--weights"
+
+
+def test_estimate_json_of_deepseek_v3_on_eight_h200(capsys: pytest.CaptureFixture[str]) -> None:
+    data = _json(capsys, "estimate", "--model", str(CONFIGS / "deepseek-v3.json"), "--gpu", "h200", "--gpus", "8",
+                 "--concurrency", "1", "--json")
+    assert data["model"]["kv_lora_rank"] == 512 and data["model"]["moe_layers"] == 58
+    assert data["memory"]["kv_cache_bytes_per_token"] == 70_272 and data["weights"] == "fp8"
+    assert data["gpu"]["interconnect_gb_s"] == 900 and data["gpu"]["compute_dtype"] == "fp8"
+    point = data["points"][0]
+    assert point["decode_allreduce_ms"] == pytest.approx(2 * 61 * (1e-6 + 2 * 7 / 8 * 7168 * 2 / 450e9) * 1e3)
+
+
+def test_sliding_window_memory_line_and_interconnect_override(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["estimate", "--model", str(CONFIGS / "gemma-3-27b-it.json"), "--gpu", "h100-sxm", "--gpus", "2",
+            "--input-tokens", "30000", "--output-tokens", "2768"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "95,232 bytes/token at 32,768 tokens (507,904 within the 1,024-token window of 52 of 62 layers)" in out
+    slow = _json(capsys, *argv, "--interconnect-gb-s", "64", "--concurrency", "1", "--json")
+    fast = _json(capsys, *argv, "--concurrency", "1", "--json")
+    assert slow["points"][0]["prefill_allreduce_ms"] > 10 * fast["points"][0]["prefill_allreduce_ms"]
+
+
+def test_efficiency_reads_the_weight_format_from_the_config(capsys: pytest.CaptureFixture[str]) -> None:
+    data = _json(capsys, "efficiency", str(RUN_V1), "--model", str(CONFIGS / "qwen2-7b-instruct-awq.json"),
+                 "--gpu", "rtx4090", "--json")
+    assert (data["weights"], data["weights_source"]) == ("awq int4 g128", "quantization_config")

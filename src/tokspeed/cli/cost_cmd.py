@@ -13,6 +13,7 @@ from tokspeed.cli.estimate_cmd import (
     BwOpt,
     GpuOpt,
     GpusOpt,
+    InterconnectOpt,
     KVFormat,
     KVOpt,
     MemOpt,
@@ -83,20 +84,23 @@ def efficiency(
     model: ModelOpt,
     gpu: GpuOpt,
     gpus: GpusOpt = 1,
-    weights: WeightsOpt = WeightFormat.bf16,
+    weights: WeightsOpt = WeightFormat.auto,
     kv: KVOpt = KVFormat.fp16,
     gpu_memory_gb: MemOpt = None,
     bandwidth_gb_s: BwOpt = None,
     tflops: TflopsOpt = None,
+    interconnect_gb_s: InterconnectOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the efficiency as JSON (schema tokspeed.efficiency/1).")] = False,
 ) -> int:
+    from tokspeed.estimate.bounds import weight_format
     from tokspeed.estimate.efficiency import efficiency as point_efficiency
     from tokspeed.estimate.model import load_model
     from tokspeed.reports.estimate_text import render_efficiency
     from tokspeed.results import load_run
 
     spec = load_model(model)
-    hw = load_hardware(gpu, gpu_memory_gb, bandwidth_gb_s, tflops)
+    hw = load_hardware(gpu, gpu_memory_gb, bandwidth_gb_s, tflops, interconnect_gb_s)
+    fmt = weight_format(spec, weights.value)
     result, _ = load_run(directory, with_records=False)
     rows = [
         point_efficiency(b.name, b.profile, b.summary, spec, hw, weights=weights.value, kv=kv.value, gpus=gpus)
@@ -104,8 +108,8 @@ def efficiency(
     ]
     if json_out:
         data = {"schema": "tokspeed.efficiency/1", "model": spec.name, "gpu": hw.name, "gpus": gpus,
-                "weights": weights.value, "kv": kv.value, "points": [r.to_json() for r in rows]}
+                "weights": fmt.name, "weights_source": fmt.source, "kv": kv.value, "points": [r.to_json() for r in rows]}
         print(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
     else:
-        _print(render_efficiency(rows, f"{spec.name} on {gpus} × {hw.name}, weights {weights.value}"))
+        _print(render_efficiency(rows, f"{spec.name} on {gpus} × {hw.name}, weights {fmt.name}"))
     return 0

@@ -23,6 +23,8 @@ bandwidth and FLOPs ÷ peak compute, saying which bound applies. No GPU needed.
 
   tokspeed estimate --model llama-3-8b --gpu h100-sxm --concurrency 1,8,32
 
+  tokspeed estimate --model ./Qwen3-30B-A3B/config.json --gpu h100-sxm --input-tokens 2048
+
   tokspeed estimate --model ./Qwen2-7B-Instruct/config.json --gpu rtx4090 --weights int4 --kv fp16
 
   tokspeed estimate --model mixtral-8x7b --gpu a100-80gb --gpus 2 --json
@@ -30,11 +32,13 @@ bandwidth and FLOPs ÷ peak compute, saying which bound applies. No GPU needed.
 
 
 class WeightFormat(str, Enum):
+    auto = "auto"
     bf16 = "bf16"
     fp16 = "fp16"
     fp8 = "fp8"
     int8 = "int8"
     int4 = "int4"
+    mxfp4 = "mxfp4"
 
 
 class KVFormat(str, Enum):
@@ -45,18 +49,23 @@ class KVFormat(str, Enum):
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", metavar="NAME|PATH", help="A builtin model name (llama-3-8b, qwen2-7b, mixtral-8x7b, …) or a Hugging Face config.json (or the directory holding it). [default: required]")]
 GpuOpt = Annotated[str, typer.Option("--gpu", metavar="NAME", help="Accelerator: rtx3090, rtx4090, l4, l40s, a10g, a100-40gb, a100-80gb, h100-pcie, h100-sxm, h200, b200, mi300x, or cpu (with --bandwidth-gb-s). [default: required]")]
-GpusOpt = Annotated[int, typer.Option("--gpus", min=1, help="GPUs serving the model (tensor parallel): memory, bandwidth and compute scale by it.")]
-WeightsOpt = Annotated[WeightFormat, typer.Option("--weights", help="Weight format: bf16, fp16, fp8, int8 (W8A8) or int4 (AWQ/GPTQ, groups of 128).")]
+GpusOpt = Annotated[int, typer.Option("--gpus", min=1, help="GPUs serving the model (tensor parallel): memory, bandwidth and compute scale by it, and each step pays two all-reduces per layer over the interconnect.")]
+WeightsOpt = Annotated[WeightFormat, typer.Option("--weights", help="Weight format: auto (the config's quantization_config, else bf16), bf16, fp16, fp8, int8 (W8A8), int4 (AWQ/GPTQ, groups of 128) or mxfp4 (experts only, as gpt-oss).")]
 KVOpt = Annotated[KVFormat, typer.Option("--kv", help="KV-cache format: fp16, bf16 or fp8.")]
 MemOpt = Annotated[float | None, typer.Option("--gpu-memory-gb", metavar="GIB", help="Override the memory per GPU, in GiB as vendors label it (an 80GB H100 is 80). [default: the GPU table's]")]
 BwOpt = Annotated[float | None, typer.Option("--bandwidth-gb-s", metavar="GB/S", help="Override the memory bandwidth per GPU, in GB/s (required for --gpu cpu). [default: the GPU table's]")]
 TflopsOpt = Annotated[float | None, typer.Option("--tflops", metavar="TFLOPS", help="Override the dense peak per GPU, in TFLOPS (used for every format). [default: the GPU table's]")]
+InterconnectOpt = Annotated[float | None, typer.Option("--interconnect-gb-s", metavar="GB/S", help="Override the GPU-to-GPU bandwidth tensor parallelism's all-reduces use, in GB/s both directions summed (NVLink 4: 900). [default: the GPU table's]")]
 
 
-def load_hardware(gpu: str, memory_gb: float | None, bandwidth_gb_s: float | None, tflops: float | None) -> GPUSpec:
+def load_hardware(
+    gpu: str, memory_gb: float | None, bandwidth_gb_s: float | None, tflops: float | None,
+    interconnect_gb_s: float | None = None,
+) -> GPUSpec:
     from tokspeed.estimate.hardware import load_gpu
 
-    return load_gpu(gpu, memory_gb=memory_gb, bandwidth_gb_s=bandwidth_gb_s, tflops=tflops)
+    return load_gpu(gpu, memory_gb=memory_gb, bandwidth_gb_s=bandwidth_gb_s, tflops=tflops,
+                    interconnect_gb_s=interconnect_gb_s)
 
 
 def parse_concurrency(text: str) -> list[int]:
@@ -74,7 +83,7 @@ def estimate(
     model: ModelOpt,
     gpu: GpuOpt,
     gpus: GpusOpt = 1,
-    weights: WeightsOpt = WeightFormat.bf16,
+    weights: WeightsOpt = WeightFormat.auto,
     kv: KVOpt = KVFormat.fp16,
     input_tokens: Annotated[int, typer.Option("--input-tokens", min=1, help="Prompt tokens per request.")] = 512,
     output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Generated tokens per request.")] = 256,
@@ -85,6 +94,7 @@ def estimate(
     gpu_memory_gb: MemOpt = None,
     bandwidth_gb_s: BwOpt = None,
     tflops: TflopsOpt = None,
+    interconnect_gb_s: InterconnectOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the estimate as JSON (schema tokspeed.estimate/1); field names carry units.")] = False,
 ) -> int:
     from rich.console import Console
@@ -95,7 +105,7 @@ def estimate(
     from tokspeed.reports.estimate_text import render_estimate
 
     spec = load_model(model)
-    hw = load_hardware(gpu, gpu_memory_gb, bandwidth_gb_s, tflops)
+    hw = load_hardware(gpu, gpu_memory_gb, bandwidth_gb_s, tflops, interconnect_gb_s)
     workload = Workload(
         weights=weights.value, kv=kv.value, gpus=gpus, input_tokens=input_tokens, output_tokens=output_tokens,
         max_model_len=max_model_len, utilization=gpu_memory_utilization, reserve_gib_per_gpu=reserve_gb,

@@ -7,9 +7,12 @@ requests/s × mean E2E for open-loop runs), mean input I and mean output O token
     MBU                = decode step bytes ÷ mean ITL ÷ (peak bandwidth × GPUs)
     decode MFU         = decode step FLOPs ÷ mean ITL ÷ (peak FLOP/s × GPUs)
     prefill MFU        = prefill FLOPs(I) ÷ median TTFT ÷ (peak FLOP/s × GPUs)
+                         (prefill FLOPs count the LM head for the last prompt token only, as engines do)
     of speed of light  = measured output tokens/s ÷ the estimate's bound at C
 
 TTFT includes the network and any queueing, so prefill MFU is a lower bound on the engine's.
+`weights` is a format name or `auto` (the checkpoint's quantization_config); with GPUs > 1 the
+speed of light includes tensor parallelism's all-reduces (bounds.allreduce_seconds).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tokspeed.estimate.bounds import COMPUTE_DTYPE, engine_step, prefill_flops
+from tokspeed.estimate.bounds import compute_dtype, engine_step, prefill_flops
 from tokspeed.estimate.hardware import GPUSpec
 from tokspeed.estimate.model import ModelSpec
 from tokspeed.metrics.schema import Summary
@@ -79,7 +82,7 @@ def efficiency(
     conc = run_concurrency(profile, summary)
     itl, ttft = summary.itl_ms.mean, summary.ttft_ms.p50
     inp, out = summary.input_tokens.mean, summary.output_tokens.mean
-    peak_flops = gpu.peak_flops(COMPUTE_DTYPE[weights]) * gpus
+    peak_flops = gpu.peak_flops(compute_dtype(model, weights)) * gpus
     peak_bytes = gpu.bandwidth_bytes_per_s * gpus
     mbu = decode_mfu = gb_s = sol = None
     if conc and itl and inp is not None and out is not None:

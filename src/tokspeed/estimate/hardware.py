@@ -15,6 +15,12 @@ no such tensor path. Sources (vendor datasheets and whitepapers):
 - H200: NVIDIA H200 datasheet (SXM: 141 GB, 4.8 TB/s; H100 SXM compute).
 - B200: NVIDIA HGX B200 datasheet (per GPU: 180 GB, 8 TB/s, FP8 4.5 PF and BF16 2.25 PF dense).
 - MI300X: AMD Instinct MI300X datasheet (192 GB, 5.3 TB/s, BF16 1,307.4, FP8/INT8 2,614.9 dense).
+
+Interconnect: the GPU-to-GPU bandwidth tensor parallelism's all-reduces use, in GB/s summed over
+both directions as datasheets state it (the all-reduce formula in bounds.py uses half, per
+direction): NVLink 3 600 (A100 SXM), NVLink 4 900 (H100 SXM, H200), NVLink 5 1,800 (B200),
+Infinity Fabric 896 (MI300X: 7 links × 128), and for PCIe cards their slot: PCIe 5.0 x16 128
+(H100 PCIe, without the optional NVLink bridge), PCIe 4.0 x16 64 (L4, L40S, A10G, RTX 3090/4090).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ class GPUSpec:
     bf16_tflops: float
     fp8_tflops: float | None = None
     int8_tops: float | None = None
+    interconnect: str = ""
+    interconnect_gb_s: float | None = None  # GPU to GPU, both directions summed
 
     @property
     def memory_bytes(self) -> float:
@@ -59,18 +67,18 @@ class GPUSpec:
 GPUS: dict[str, GPUSpec] = {
     g.name: g
     for g in (
-        GPUSpec("rtx3090", 24, 936, 71, None, 284),
-        GPUSpec("rtx4090", 24, 1008, 165.2, 330.3, 660.6),
-        GPUSpec("l4", 24, 300, 121, 242.5, 242.5),
-        GPUSpec("l40s", 48, 864, 362, 733, 733),
-        GPUSpec("a10g", 24, 600, 125, None, 250),
-        GPUSpec("a100-40gb", 40, 1555, 312, None, 624),
-        GPUSpec("a100-80gb", 80, 2039, 312, None, 624),
-        GPUSpec("h100-pcie", 80, 2000, 756, 1513, 1513),
-        GPUSpec("h100-sxm", 80, 3350, 989, 1979, 1979),
-        GPUSpec("h200", 141, 4800, 989, 1979, 1979),
-        GPUSpec("b200", 180, 8000, 2250, 4500, 4500),
-        GPUSpec("mi300x", 192, 5300, 1307.4, 2614.9, 2614.9),
+        GPUSpec("rtx3090", 24, 936, 71, None, 284, "PCIe 4.0 x16", 64),
+        GPUSpec("rtx4090", 24, 1008, 165.2, 330.3, 660.6, "PCIe 4.0 x16", 64),
+        GPUSpec("l4", 24, 300, 121, 242.5, 242.5, "PCIe 4.0 x16", 64),
+        GPUSpec("l40s", 48, 864, 362, 733, 733, "PCIe 4.0 x16", 64),
+        GPUSpec("a10g", 24, 600, 125, None, 250, "PCIe 4.0 x16", 64),
+        GPUSpec("a100-40gb", 40, 1555, 312, None, 624, "NVLink 3", 600),
+        GPUSpec("a100-80gb", 80, 2039, 312, None, 624, "NVLink 3", 600),
+        GPUSpec("h100-pcie", 80, 2000, 756, 1513, 1513, "PCIe 5.0 x16", 128),
+        GPUSpec("h100-sxm", 80, 3350, 989, 1979, 1979, "NVLink 4", 900),
+        GPUSpec("h200", 141, 4800, 989, 1979, 1979, "NVLink 4", 900),
+        GPUSpec("b200", 180, 8000, 2250, 4500, 4500, "NVLink 5", 1800),
+        GPUSpec("mi300x", 192, 5300, 1307.4, 2614.9, 2614.9, "Infinity Fabric", 896),
     )
 }
 
@@ -90,6 +98,7 @@ def load_gpu(
     memory_gb: float | None = None,
     bandwidth_gb_s: float | None = None,
     tflops: float | None = None,
+    interconnect_gb_s: float | None = None,
 ) -> GPUSpec:
     """The named accelerator with any datasheet number overridden (`tflops` sets every dtype's peak).
 
@@ -105,7 +114,9 @@ def load_gpu(
         spec = GPUS[key]
     else:
         raise ConfigError(f"unknown GPU {name!r}", hint=f"known GPUs: {', '.join(known_gpus())}; or override with --bandwidth-gb-s, --tflops, --gpu-memory-gb")
-    for label, value in (("--gpu-memory-gb", memory_gb), ("--bandwidth-gb-s", bandwidth_gb_s), ("--tflops", tflops)):
+    overrides = (("--gpu-memory-gb", memory_gb), ("--bandwidth-gb-s", bandwidth_gb_s), ("--tflops", tflops),
+                 ("--interconnect-gb-s", interconnect_gb_s))
+    for label, value in overrides:
         if value is not None and value <= 0:
             raise ConfigError(f"{label} must be positive, got {value:g}")
     if memory_gb is not None:
@@ -114,4 +125,6 @@ def load_gpu(
         spec = replace(spec, bandwidth_gb_s=bandwidth_gb_s)
     if tflops is not None:
         spec = replace(spec, bf16_tflops=tflops, fp8_tflops=tflops, int8_tops=tflops)
+    if interconnect_gb_s is not None:
+        spec = replace(spec, interconnect="--interconnect-gb-s", interconnect_gb_s=interconnect_gb_s)
     return spec

@@ -1,10 +1,25 @@
 """A transformer's architecture numbers (`ModelSpec`) from a Hugging Face `config.json` or a builtin name.
 
-Parameter counts follow the usual decoder layout: token embedding (vocab × hidden), per layer
-attention (q and o: hidden × heads·head_dim; k and v: hidden × kv_heads·head_dim), a gated MLP
-(3 × hidden × intermediate, once per expert for a mixture of experts, plus a hidden × experts
-router), two RMSNorms per layer and a final one, and an LM head unless the embeddings are tied.
-Biases (Qwen2's q/k/v) are left out: under 0.01% of the parameters.
+Parameter counts follow the decoder layout, per layer:
+
+    attention   GQA/MHA: q and o hidden × heads·head_dim each, k and v hidden × kv_heads·head_dim each
+                MLA (DeepSeek): q through a rank-r_q bottleneck (hidden·r_q + r_q·heads·(nope + rope)),
+                a joint latent hidden·(r_kv + rope), its up-projection r_kv·heads·(nope + v), o heads·v·hidden
+    MLP         dense layers: 3 × hidden × intermediate (gate, up, down)
+                MoE layers: experts × 3·hidden·moe_intermediate + the shared expert(s)
+                3·hidden·shared_intermediate + a hidden × experts router
+
+plus the token embedding (vocab × hidden), an LM head unless the embeddings are tied, and two
+RMSNorms per layer and a final one. Which layers are MoE comes from `first_k_dense_replace` and
+`moe_layer_freq` (DeepSeek, GLM) or `mlp_only_layers` and `decoder_sparse_step` (Qwen-MoE).
+*Active* parameters drop the routed experts a token is not sent to. Biases, attention sinks,
+q/k norms and the extra Gemma norms are left out (≤ 0.1% of any model here). DeepSeek's
+multi-token-prediction layers (`num_nextn_predict_layers`) are counted apart, in `mtp_params`:
+published sizes exclude them and engines load them only for speculative decoding.
+
+Attention may be local: `sliding_window` with `layer_types`, Gemma's local/global pattern, or all
+layers (Mistral-style); `use_sliding_window: false` (Qwen) turns it off. `quantization_config`
+fixes the stored weight format (quantization.py). The formulas: docs/estimate.md.
 """
 
 from __future__ import annotations
@@ -16,6 +31,7 @@ from typing import Any
 import orjson
 
 from tokspeed.errors import ConfigError
+from tokspeed.estimate.quantization import Quantization, quantization_from_config
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +49,44 @@ class ModelSpec:
     tied_embeddings: bool = False
     num_experts: int = 1
     experts_per_token: int = 1
+    moe_intermediate_size: int | None = None  # one routed expert's width (None: intermediate_size)
+    shared_expert_intermediate_size: int = 0  # the always-on shared expert(s), total width
+    moe_layers: int | None = None  # layers with a MoE MLP (None: all, when there are experts)
+    q_lora_rank: int = 0  # MLA (DeepSeek); 0: q projected directly
+    kv_lora_rank: int = 0  # MLA's compressed KV latent; 0: not MLA
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    sliding_window: int | None = None
+    sliding_layers: int = 0  # layers that attend to the last `sliding_window` tokens only
+    mtp_layers: int = 0
+    quantization: Quantization | None = None
+
+    # --- layer composition -------------------------------------------------------------------
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 1
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        if not self.is_moe:
+            return 0
+        return self.num_layers if self.moe_layers is None else self.moe_layers
+
+    @property
+    def num_dense_layers(self) -> int:
+        return self.num_layers - self.num_moe_layers
+
+    @property
+    def expert_intermediate_size(self) -> int:
+        return self.moe_intermediate_size or self.intermediate_size
+
+    # --- parameter counts --------------------------------------------------------------------
 
     @property
     def embedding_params(self) -> int:
@@ -45,44 +99,81 @@ class ModelSpec:
         return 0 if self.tied_embeddings else self.vocab_size * self.hidden_size
 
     @property
-    def attention_params_per_layer(self) -> int:
-        """q, o: hidden × heads·head_dim each; k, v: hidden × kv_heads·head_dim each."""
-        q_dim, kv_dim = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        return 2 * self.hidden_size * q_dim + 2 * self.hidden_size * kv_dim
+    def qk_head_dim(self) -> int:
+        """Width of one head's query·key product: nope + rope for MLA, head_dim otherwise."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim if self.is_mla else self.head_dim
 
     @property
-    def expert_params(self) -> int:
-        """One gated MLP (gate, up, down): 3 × hidden × intermediate."""
+    def value_head_dim(self) -> int:
+        return (self.v_head_dim or self.qk_nope_head_dim) if self.is_mla else self.head_dim
+
+    @property
+    def attention_params_per_layer(self) -> int:
+        """GQA: 2·hidden·heads·head_dim + 2·hidden·kv_heads·head_dim. MLA: see the module docstring."""
+        h, n = self.hidden_size, self.num_heads
+        if not self.is_mla:
+            return 2 * h * n * self.head_dim + 2 * h * self.num_kv_heads * self.head_dim
+        q = h * self.q_lora_rank + self.q_lora_rank * n * self.qk_head_dim if self.q_lora_rank else h * n * self.qk_head_dim
+        kv_down = h * (self.kv_lora_rank + self.qk_rope_head_dim)
+        kv_up = self.kv_lora_rank * n * (self.qk_nope_head_dim + self.value_head_dim)
+        return q + kv_down + kv_up + n * self.value_head_dim * h
+
+    @property
+    def dense_mlp_params(self) -> int:
+        """A dense layer's gated MLP: 3 × hidden × intermediate."""
         return 3 * self.hidden_size * self.intermediate_size
 
     @property
+    def expert_params(self) -> int:
+        """One routed expert (gate, up, down): 3 × hidden × moe_intermediate."""
+        return 3 * self.hidden_size * self.expert_intermediate_size
+
+    @property
+    def shared_expert_params(self) -> int:
+        return 3 * self.hidden_size * self.shared_expert_intermediate_size
+
+    @property
     def router_params_per_layer(self) -> int:
-        return self.hidden_size * self.num_experts if self.num_experts > 1 else 0
+        return self.hidden_size * self.num_experts if self.is_moe else 0
+
+    @property
+    def moe_mlp_params(self) -> int:
+        """One MoE layer's MLP: every routed expert, the shared expert(s) and the router."""
+        return self.num_experts * self.expert_params + self.shared_expert_params + self.router_params_per_layer
+
+    @property
+    def routed_expert_params(self) -> int:
+        """Every routed expert of every MoE layer: what a token mostly skips."""
+        return self.num_moe_layers * self.num_experts * self.expert_params
 
     @property
     def norm_params(self) -> int:
-        """Two RMSNorm weight vectors per layer and a final one."""
-        return (2 * self.num_layers + 1) * self.hidden_size
+        """Two RMSNorm weight vectors per layer and a final one (+ MLA's two latent norms per layer)."""
+        mla = self.num_layers * (self.q_lora_rank + self.kv_lora_rank) if self.is_mla else 0
+        return (2 * self.num_layers + 1) * self.hidden_size + mla
 
     @property
     def linear_params(self) -> int:
         """Parameters of every layer's matrices (what weight quantization packs), all experts included."""
-        per_layer = self.attention_params_per_layer + self.num_experts * self.expert_params
-        return self.num_layers * (per_layer + self.router_params_per_layer)
+        attention = self.num_layers * self.attention_params_per_layer
+        mlp = self.num_dense_layers * self.dense_mlp_params + self.num_moe_layers * self.moe_mlp_params
+        return attention + mlp
 
     @property
     def total_params(self) -> int:
-        """Every parameter stored: what weight memory is made of."""
+        """Every parameter stored (MTP layers apart): what weight memory is made of."""
         return self.linear_params + self.embedding_params + self.lm_head_params + self.norm_params
 
     @property
     def inactive_expert_params(self) -> int:
-        """Expert parameters a token does not use: (experts − experts per token) × expert MLP × layers."""
-        return self.num_layers * (self.num_experts - self.experts_per_token) * self.expert_params
+        """Routed experts a token does not use: MoE layers × (experts − experts per token) × expert MLP."""
+        if not self.is_moe:
+            return 0
+        return self.num_moe_layers * (self.num_experts - self.experts_per_token) * self.expert_params
 
     @property
     def active_params(self) -> int:
-        """Parameters one token touches (total less the experts it is not routed to)."""
+        """Parameters one token touches (total less the experts it is not routed to), embedding included."""
         return self.total_params - self.inactive_expert_params
 
     @property
@@ -94,13 +185,46 @@ class ModelSpec:
         return self.active_params - self.embedding_params - self.norm_params + shared_head
 
     @property
-    def attention_dim(self) -> int:
-        """heads × head_dim: the width of the attention score and value products."""
-        return self.num_heads * self.head_dim
+    def lm_head_matmul_params(self) -> int:
+        """The LM head's matrix, tied or not: vocab × hidden (computed only where logits are needed)."""
+        return self.vocab_size * self.hidden_size
 
     @property
-    def is_moe(self) -> bool:
-        return self.num_experts > 1
+    def mtp_params(self) -> int:
+        """DeepSeek's multi-token-prediction layers: one MoE decoder layer, the 2·hidden → hidden
+        projection and three norms each (they share the embedding and LM head)."""
+        h = self.hidden_size
+        per = self.attention_params_per_layer + (self.moe_mlp_params if self.is_moe else self.dense_mlp_params)
+        return self.mtp_layers * (per + 2 * h * h + 5 * h)
+
+    # --- attention cost ----------------------------------------------------------------------
+
+    @property
+    def kv_elements_per_token_per_layer(self) -> int:
+        """Cached values per token per layer: 2 × kv_heads × head_dim (K and V), or MLA's
+        kv_lora_rank + qk_rope_head_dim (the compressed latent and the shared rope key)."""
+        if self.is_mla:
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * self.num_kv_heads * self.head_dim
+
+    @property
+    def global_layers(self) -> int:
+        """Layers attending to the whole context."""
+        return self.num_layers - (self.sliding_layers if self.sliding_window else 0)
+
+    @property
+    def window_layers(self) -> int:
+        return self.sliding_layers if self.sliding_window else 0
+
+    @property
+    def attention_flops_per_pair(self) -> int:
+        """FLOPs of one query attending to one cached token, per layer: 2 × heads × (qk + v head dims)."""
+        return 2 * self.num_heads * (self.qk_head_dim + self.value_head_dim)
+
+    @property
+    def attention_dim(self) -> int:
+        """heads × head_dim: the width of the attention score and value products (GQA/MHA)."""
+        return self.num_heads * self.head_dim
 
 
 def _spec(name: str, hidden: int, layers: int, heads: int, kv: int, inter: int, vocab: int, **kw: Any) -> ModelSpec:
@@ -129,12 +253,25 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {
         _spec("mistral-7b", 4096, 32, 32, 8, 14336, 32000),
         _spec("mixtral-8x7b", 4096, 32, 32, 8, 14336, 32000, num_experts=8, experts_per_token=2),
         _spec("mixtral-8x22b", 6144, 56, 48, 8, 16384, 32768, num_experts=8, experts_per_token=2),
-        _spec("gemma-2-9b", 3584, 42, 16, 8, 14336, 256000, tied_embeddings=True, head_dim=256),
-        _spec("gemma-2-27b", 4608, 46, 32, 16, 36864, 256000, tied_embeddings=True, head_dim=128),
+        # Gemma-2: every other layer (the even ones) attends to a 4096-token window.
+        _spec("gemma-2-9b", 3584, 42, 16, 8, 14336, 256000, tied_embeddings=True, head_dim=256,
+              sliding_window=4096, sliding_layers=21),
+        _spec("gemma-2-27b", 4608, 46, 32, 16, 36864, 256000, tied_embeddings=True, head_dim=128,
+              sliding_window=4096, sliding_layers=23),
     )
 }
 
 _ALIASES = {"llama-3.1-8b": "llama-3-8b", "llama-3.1-70b": "llama-3-70b", "llama-3.3-70b": "llama-3-70b"}
+
+# transformers' defaults for keys a published config may leave out (it stores non-default values
+# only: google/gemma-3-27b-it's text_config has no vocab_size, tie_word_embeddings or pattern).
+_MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma": {"tie_word_embeddings": True},
+    "gemma2": {"tie_word_embeddings": True, "vocab_size": 256000, "sliding_window": 4096},
+    "gemma3_text": {"tie_word_embeddings": True, "vocab_size": 262208, "sliding_window": 4096,
+                    "sliding_window_pattern": 6, "head_dim": 256},
+}
+_TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config")
 
 
 def _first(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
@@ -144,32 +281,103 @@ def _first(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
     return default
 
 
-def spec_from_config(cfg: dict[str, Any], name: str = "config.json") -> ModelSpec:
-    """Read the architecture from a Hugging Face config dict (Llama, Qwen2, Mistral, Mixtral, Gemma names).
+def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The language model's config: the file itself, or its nested text config (multimodal wrappers),
+    with the wrapper's `quantization_config` and `tie_word_embeddings` where the text config lacks them,
+    and transformers' defaults for the model type underneath."""
+    text = cfg
+    if "hidden_size" not in cfg:
+        for key in _TEXT_CONFIG_KEYS:
+            if isinstance(cfg.get(key), dict):
+                text = {**{k: cfg[k] for k in ("quantization_config", "tie_word_embeddings") if k in cfg}, **cfg[key]}
+                break
+    model_type = str(text.get("model_type") or cfg.get("model_type") or "")
+    if model_type == "gemma3":
+        model_type = "gemma3_text"
+    return {**_MODEL_TYPE_DEFAULTS.get(model_type, {}), **{k: v for k, v in text.items() if v is not None}}
 
-    Raises ConfigError when a size the estimate needs is missing."""
-    cfg = cfg.get("text_config", cfg) if "hidden_size" not in cfg else cfg  # multimodal wrappers
-    hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
-    layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers")
-    heads = _first(cfg, "num_attention_heads", "n_head")
-    inter = _first(cfg, "intermediate_size", "ffn_dim", "n_inner")
-    vocab = _first(cfg, "vocab_size")
+
+def _moe_layer_count(cfg: dict[str, Any], layers: int) -> int:
+    """Layers whose MLP is a mixture of experts.
+
+    DeepSeek/GLM: layer i ≥ first_k_dense_replace with i % moe_layer_freq == 0.
+    Qwen-MoE: i not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0."""
+    first_dense = int(cfg.get("first_k_dense_replace") or 0)
+    freq = int(cfg.get("moe_layer_freq") or 1)
+    step = int(cfg.get("decoder_sparse_step") or 1)
+    dense_only = {int(i) for i in cfg.get("mlp_only_layers") or []}
+    return sum(
+        1 for i in range(layers)
+        if i >= first_dense and i % freq == 0 and (i + 1) % step == 0 and i not in dense_only
+    )
+
+
+def _sliding_layer_count(cfg: dict[str, Any], layers: int) -> int:
+    """Layers with local attention: from `layer_types`, Gemma's pattern, Qwen's max_window_layers, or all."""
+    if cfg.get("use_sliding_window") is False or not cfg.get("sliding_window"):
+        return 0
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:
+        return sum(1 for t in types[:layers] if t in ("sliding_attention", "local_attention", "chunked_attention"))
+    model_type = str(cfg.get("model_type") or "")
+    pattern = _first(cfg, "sliding_window_pattern", "_sliding_window_pattern")
+    if model_type.startswith("gemma3") or pattern:
+        every = int(pattern or 6)  # every `every`-th layer is global, the rest local
+        return sum(1 for i in range(layers) if (i + 1) % every != 0)
+    if model_type.startswith("gemma2"):
+        return sum(1 for i in range(layers) if i % 2 == 0)
+    if cfg.get("use_sliding_window") and cfg.get("max_window_layers") is not None:
+        return max(layers - int(cfg["max_window_layers"]), 0)  # Qwen2: layers from max_window_layers on
+    return layers  # Mistral-style: every layer
+
+
+def spec_from_config(cfg: dict[str, Any], name: str = "config.json") -> ModelSpec:
+    """Read the architecture from a Hugging Face config dict.
+
+    Reads Llama, Qwen2/2.5/3 (dense and MoE), Mistral, Mixtral, Gemma 1-3, DeepSeek-V2/V3 (MLA),
+    gpt-oss and multimodal wrappers of them. Raises ConfigError when a size the estimate needs is missing."""
+    text = _text_config(cfg)
+    hidden = _first(text, "hidden_size", "n_embd", "d_model")
+    layers = _first(text, "num_hidden_layers", "n_layer", "num_layers")
+    heads = _first(text, "num_attention_heads", "n_head")
+    inter = _first(text, "intermediate_size", "ffn_dim", "n_inner", "moe_intermediate_size")
+    vocab = _first(text, "vocab_size")
     missing = [k for k, v in {"hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
                               "intermediate_size": inter, "vocab_size": vocab}.items() if v is None]
     if missing:
         raise ConfigError(f"{name} lacks {', '.join(missing)}", hint="pass a decoder model's config.json, or a builtin name")
+    hidden, layers, heads = int(hidden), int(layers), int(heads)
+    experts = max(int(_first(text, "num_local_experts", "num_experts", "n_routed_experts", default=1)), 1)
+    shared = int(_first(text, "shared_expert_intermediate_size", default=0))
+    moe_inter = _first(text, "moe_intermediate_size")
+    if not shared and text.get("n_shared_experts"):
+        shared = int(text["n_shared_experts"]) * int(moe_inter or inter)
+    window = _first(text, "sliding_window")
+    sliding = _sliding_layer_count(text, layers)
     return ModelSpec(
-        name=str(cfg.get("_name_or_path") or cfg.get("model_type") or name),
-        hidden_size=int(hidden),
-        num_layers=int(layers),
-        num_heads=int(heads),
-        num_kv_heads=int(_first(cfg, "num_key_value_heads", "num_kv_heads", default=heads)),
-        head_dim=int(_first(cfg, "head_dim", default=int(hidden) // int(heads))),
+        name=str(cfg.get("_name_or_path") or text.get("_name_or_path") or cfg.get("model_type") or name),
+        hidden_size=hidden,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=int(_first(text, "num_key_value_heads", "num_kv_heads", default=heads)),
+        head_dim=int(_first(text, "head_dim", default=hidden // heads)),
         intermediate_size=int(inter),
         vocab_size=int(vocab),
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        num_experts=int(_first(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=1)),
-        experts_per_token=int(_first(cfg, "num_experts_per_tok", "moe_topk", default=1)),
+        tied_embeddings=bool(text.get("tie_word_embeddings", False)),
+        num_experts=experts,
+        experts_per_token=int(_first(text, "num_experts_per_tok", "experts_per_token", "moe_topk", default=1)),
+        moe_intermediate_size=int(moe_inter) if moe_inter else None,
+        shared_expert_intermediate_size=shared if experts > 1 else 0,
+        moe_layers=_moe_layer_count(text, layers) if experts > 1 else None,
+        q_lora_rank=int(text.get("q_lora_rank") or 0),
+        kv_lora_rank=int(text.get("kv_lora_rank") or 0),
+        qk_nope_head_dim=int(text.get("qk_nope_head_dim") or 0),
+        qk_rope_head_dim=int(text.get("qk_rope_head_dim") or 0),
+        v_head_dim=int(text.get("v_head_dim") or 0),
+        sliding_window=int(window) if sliding and window else None,
+        sliding_layers=sliding if window else 0,
+        mtp_layers=int(text.get("num_nextn_predict_layers") or 0),
+        quantization=quantization_from_config(text),
     )
 
 

@@ -6,6 +6,9 @@ At concurrency C in steady state (continuous batching, every slot busy):
 - TTFT = one step that prefills a prompt while the other C − 1 sequences decode;
   prefill_ms is the same prompt alone.
 - E2E = TTFT + (output − 1) × ITL.
+- Memory: the KV cache holds ⌊budget ÷ KV(input + output)⌋ sequences, KV(L) as in bounds.py
+  (sliding-window layers hold at most their window).
+- With --gpus N > 1 every step also pays tensor parallelism's all-reduces (bounds.allreduce_seconds).
 Every figure is a lower bound on time (an upper bound on speed): no real engine beats it.
 """
 
@@ -16,7 +19,6 @@ from typing import Any
 
 from tokspeed.errors import ConfigError
 from tokspeed.estimate.bounds import (
-    COMPUTE_DTYPE,
     KV_BYTES,
     RESERVE_GIB_PER_GPU,
     WEIGHT_BYTES,
@@ -25,6 +27,7 @@ from tokspeed.estimate.bounds import (
     engine_step,
     memory_plan,
     ridge_flops_per_byte,
+    weight_format,
 )
 from tokspeed.estimate.hardware import GPUSpec
 from tokspeed.estimate.model import ModelSpec
@@ -34,7 +37,7 @@ from tokspeed.estimate.model import ModelSpec
 class Workload:
     """What the estimate is for: the hardware setup and the request shape."""
 
-    weights: str = "bf16"
+    weights: str = "auto"
     kv: str = "fp16"
     gpus: int = 1
     input_tokens: int = 512
@@ -45,8 +48,8 @@ class Workload:
 
     def check(self) -> None:
         """Raise ConfigError for a value no estimate can use."""
-        if self.weights not in WEIGHT_BYTES:
-            raise ConfigError(f"unknown weight format {self.weights!r}", hint=f"one of {', '.join(WEIGHT_BYTES)}")
+        if self.weights != "auto" and self.weights not in WEIGHT_BYTES:
+            raise ConfigError(f"unknown weight format {self.weights!r}", hint=f"one of auto, {', '.join(WEIGHT_BYTES)}")
         if self.kv not in KV_BYTES:
             raise ConfigError(f"unknown KV-cache format {self.kv!r}", hint=f"one of {', '.join(KV_BYTES)}")
         if not 0 < self.utilization <= 1:
@@ -108,6 +111,8 @@ class Point:
             "decode_flops_per_byte": self.decode.flops_per_byte,
             "bound": self.decode.bound,
             "prefill_bound": self.prefill.bound,
+            "decode_allreduce_ms": self.decode.comm_s * 1e3,
+            "prefill_allreduce_ms": self.prefill.comm_s * 1e3,
         }
 
 
@@ -121,7 +126,7 @@ class Estimate:
 
     @property
     def ridge_flops_per_byte(self) -> float:
-        return ridge_flops_per_byte(self.gpu, self.workload.weights)
+        return ridge_flops_per_byte(self.gpu, self.workload.weights, self.model)
 
     @property
     def max_concurrent_sequences(self) -> int:
@@ -131,6 +136,10 @@ class Estimate:
         """One line: which bound applies to decode at this point, and why."""
         ratio, ridge = point.decode.flops_per_byte, self.ridge_flops_per_byte
         side = "below" if ratio < ridge else "above"
+        if point.decode.bound == "interconnect":
+            return (f"decode at concurrency {point.concurrency} spends {point.decode.comm_s * 1e3:.3f} ms in "
+                    f"tensor-parallel all-reduces over {self.gpu.interconnect or 'the interconnect'}, more than "
+                    f"its memory or compute time, so the interconnect bounds it")
         limit = "memory bandwidth" if point.decode.bound == "memory" else "compute"
         return (
             f"decode at concurrency {point.concurrency} does {ratio:,.0f} FLOP per byte moved, {side} the "
@@ -139,6 +148,8 @@ class Estimate:
 
     def to_json(self) -> dict[str, Any]:
         m, w, mem = self.model, self.workload, self.memory
+        fmt = weight_format(m, w.weights)
+        kv = mem.kv
         return {
             "schema": "tokspeed.estimate/1",
             "model": {
@@ -147,15 +158,25 @@ class Estimate:
                 "num_kv_heads": m.num_kv_heads, "head_dim": m.head_dim, "intermediate_size": m.intermediate_size,
                 "vocab_size": m.vocab_size, "tied_embeddings": m.tied_embeddings,
                 "num_experts": m.num_experts, "experts_per_token": m.experts_per_token,
+                "moe_intermediate_size": m.expert_intermediate_size if m.is_moe else None,
+                "shared_expert_intermediate_size": m.shared_expert_intermediate_size,
+                "moe_layers": m.num_moe_layers,
+                "kv_lora_rank": m.kv_lora_rank or None, "qk_rope_head_dim": m.qk_rope_head_dim or None,
+                "sliding_window": m.sliding_window, "sliding_window_layers": m.window_layers,
+                "mtp_params": m.mtp_params,
+                "quantization": m.quantization.label if m.quantization else None,
             },
             "gpu": {
                 "name": self.gpu.name, "count": w.gpus, "memory_gib": self.gpu.memory_gib,
                 "bandwidth_gb_s": self.gpu.bandwidth_gb_s,
-                "peak_tflops": self.gpu.peak_flops(COMPUTE_DTYPE[w.weights]) / 1e12,
-                "compute_dtype": self.gpu.compute_path(COMPUTE_DTYPE[w.weights]),
+                "peak_tflops": self.gpu.peak_flops(fmt.compute) / 1e12,
+                "compute_dtype": self.gpu.compute_path(fmt.compute),
                 "ridge_flops_per_byte": self.ridge_flops_per_byte,
+                "interconnect": self.gpu.interconnect or None,
+                "interconnect_gb_s": self.gpu.interconnect_gb_s,
             },
-            "weights": w.weights, "kv": w.kv, "input_tokens": w.input_tokens, "output_tokens": w.output_tokens,
+            "weights": fmt.name, "weights_source": fmt.source, "weight_bytes_per_param": fmt.bytes_per_param,
+            "kv": w.kv, "input_tokens": w.input_tokens, "output_tokens": w.output_tokens,
             "gpu_memory_utilization": w.utilization,
             "memory": {
                 "gpu_memory_gb": mem.memory_bytes / 1e9,
@@ -164,7 +185,11 @@ class Estimate:
                 "reserve_gb": mem.reserve_bytes / 1e9,
                 "kv_cache_gb": mem.kv_budget_bytes / 1e9,
                 "weights_fit": mem.weights_fit,
-                "kv_cache_bytes_per_token": mem.kv_bytes_per_token,
+                "kv_cache_bytes_per_token": mem.kv_bytes_per_token / mem.kv_copies,
+                "kv_cache_copies": mem.kv_copies,
+                "kv_cache_bytes_per_token_full": (kv.full_bytes_per_token if kv else mem.kv_bytes_per_token) / mem.kv_copies,
+                "kv_cache_global_bytes_per_token": (kv.global_bytes_per_token if kv else mem.kv_bytes_per_token) / mem.kv_copies,
+                "kv_cache_window_bytes_per_token": (kv.window_bytes_per_token if kv else 0.0) / mem.kv_copies,
                 "kv_cache_tokens": mem.kv_cache_tokens,
                 "max_concurrent_sequences": self.max_concurrent_sequences,
                 "max_model_len": w.max_model_len,
@@ -184,6 +209,7 @@ def estimate(model: ModelSpec, gpu: GPUSpec, workload: Workload, concurrencies: 
     mem = memory_plan(
         model, gpu, weights=workload.weights, kv=workload.kv, gpus=workload.gpus,
         utilization=workload.utilization, reserve_gib_per_gpu=workload.reserve_gib_per_gpu,
+        sequence_tokens=workload.sequence_tokens,
     )
     capacity = mem.max_sequences(workload.sequence_tokens)
     return Estimate(model, gpu, workload, mem, [_point(model, gpu, workload, c, c <= capacity) for c in concurrencies])

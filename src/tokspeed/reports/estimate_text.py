@@ -11,6 +11,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from tokspeed.estimate.bounds import weight_format
 from tokspeed.estimate.cost import Cost
 from tokspeed.estimate.efficiency import Efficiency
 from tokspeed.estimate.speed_of_light import Estimate
@@ -28,11 +29,22 @@ def render_estimate(est: Estimate) -> RenderableType:
     """Header, memory sizing, one row per concurrency, then which bound applies and why."""
     m, w, mem = est.model, est.workload, est.memory
     moe = f", {m.active_params / 1e9:.2f}B active ({m.experts_per_token} of {m.num_experts} experts)" if m.is_moe else ""
+    fmt = weight_format(m, w.weights)
+    source = " (quantization_config)" if fmt.source == "quantization_config" else ""
+    link = f", {est.gpu.interconnect} {est.gpu.interconnect_gb_s:,.0f} GB/s" if w.gpus > 1 and est.gpu.interconnect_gb_s else ""
     head = Text.assemble(
         (f"{m.name}", "bold"), f": {m.total_params / 1e9:.2f}B parameters{moe}; ",
         (f"{w.gpus} × {est.gpu.name}", "bold"),
-        f" ({est.gpu.memory_gib:g} GiB, {est.gpu.bandwidth_gb_s:,.0f} GB/s); weights {w.weights}, KV cache {w.kv}",
+        f" ({est.gpu.memory_gib:g} GiB, {est.gpu.bandwidth_gb_s:,.0f} GB/s{link}); weights {fmt.name}{source}, KV cache {w.kv}",
     )
+    window = ""
+    if m.sliding_window and mem.kv is not None:
+        window = (f" at {w.sequence_tokens:,} tokens ({mem.kv.full_bytes_per_token / mem.kv_copies:,.0f} within the "
+                  f"{m.sliding_window:,}-token window of {m.window_layers} of {m.num_layers} layers)")
+    copies = ""
+    if mem.kv_copies > 1:
+        held = "every GPU holds the whole MLA latent" if m.is_mla else f"{m.num_kv_heads} KV heads over {w.gpus} GPUs"
+        copies = f", × {mem.kv_copies:g} copies ({held})"
     lines: list[RenderableType] = [
         head,
         Text(
@@ -41,7 +53,7 @@ def render_estimate(est: Estimate) -> RenderableType:
             f"KV cache {mem.kv_budget_bytes / 1e9:.1f} GB"
         ),
         Text(
-            f"KV cache: {mem.kv_bytes_per_token:,.0f} bytes/token → {mem.kv_cache_tokens:,} tokens → "
+            f"KV cache: {mem.kv_bytes_per_token / mem.kv_copies:,.0f} bytes/token{window}{copies} → {mem.kv_cache_tokens:,} tokens → "
             f"{est.max_concurrent_sequences:,} concurrent sequences of {w.sequence_tokens:,} tokens"
             + (f", {mem.max_sequences(w.max_model_len):,} of --max-model-len {w.max_model_len:,}" if w.max_model_len else "")
         ),
