@@ -151,6 +151,9 @@ class RunConfig(BaseModel):
         None, gt=0, description="warm-up held at the load for this long before the measured requests (instead of warm-up requests)"
     )
     iterations: int = Field(1, ge=1)
+    offline: bool = Field(
+        False, description="offline throughput: every request of an iteration submitted at once, after one warm-up request"
+    )
 
     # judging and output
     slo: list[str] = Field(default_factory=list)

@@ -46,7 +46,7 @@ from tokspeed.records import RequestRecord
 from tokspeed.telemetry.schema import TelemetrySummary
 
 SCHEMA = "tokspeed.run/1"
-# The metric definitions (README: "What the numbers mean"). Bumped whenever a formula changes, so
+# The metric definitions (docs/numbers.md, docs/metric-spec.md). Bumped whenever a formula changes, so
 # two runs are comparable figure by figure only when their specs match.
 METRIC_SPEC = "tokspeed.metrics/2"
 RUN_FILE = "run.json"
@@ -112,7 +112,7 @@ class CapacityProbe(BaseModel):
 
 
 class CapacityResult(BaseModel):
-    """The highest load at which every SLO held (the seed's 'QPS under a latency budget')."""
+    """The highest load at which every SLO held ('QPS under a latency budget')."""
 
     by: Literal["rate", "concurrency"]
     requests_per_s: float | None = Field(

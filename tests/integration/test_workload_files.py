@@ -370,3 +370,47 @@ def test_input_tokens_with_a_file_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="only to the synthetic dataset"):
         load_workload(_write_json(tmp_path / "p.json", ["a"]), input_tokens="100")
+
+
+# --- iterations over a prompt file, through the CLI --------------------------------------------
+
+
+def test_each_iteration_is_one_pass_over_the_file_against_a_server(tmp_path: Path, start_sim: Any) -> None:
+    """`--dataset prompts.json --iterations 3` sends the 8 prompts once per iteration (it sent 100 before)."""
+    import orjson
+    from harness import records, run_cli
+
+    sim = start_sim("--ttft-ms", "1", "--itl-ms", "0")
+    path = _write_json(tmp_path / "prompts.json", SEED_PROMPTS)
+    out = tmp_path / "r"
+    p = run_cli("run", "--target", sim.url, "--dataset", path, "--iterations", "3", "--max-tokens", "4",
+                "--out", str(out), "--plain")
+    assert p.returncode == 0, p.stderr
+    measured = [r for r in records(out) if not r["warmup"]]
+    assert sorted(r["iteration"] for r in measured) == [1] * 8 + [2] * 8 + [3] * 8
+    bench = orjson.loads((out / "run.json").read_bytes())["benchmarks"][0]
+    assert bench["profile"]["kind"] == "synchronous" and len(bench["iterations"]) == 3
+    assert "Iteration 3: total" in p.stdout and "Averaged over 3 iterations" in p.stdout
+    # the mean latency across iterations carries its spread and interval, as the throughput does
+    import re
+
+    # (a t interval over 3 noisy iterations can reach below zero on a busy machine: the sign is allowed)
+    assert re.search(r"mean latency [\d.,]+ ± [\d.,]+ s \(95% CI -?[\d.,]+–-?[\d.,]+\)", p.stdout), p.stdout
+    assert "Sample prompt:" in p.stdout and SEED_PROMPTS[0] in p.stdout and "Sample response:" in p.stdout
+
+
+def test_offline_submits_each_pass_at_once_against_a_server(tmp_path: Path, start_sim: Any) -> None:
+    import orjson
+    from harness import records, run_cli
+
+    sim = start_sim("--ttft-ms", "1", "--itl-ms", "0")
+    path = _write_json(tmp_path / "prompts.json", SEED_PROMPTS)
+    out = tmp_path / "r"
+    p = run_cli("run", "--target", sim.url, "--dataset", path, "--iterations", "2", "--offline", "--max-tokens", "4",
+                "--out", str(out), "--plain")
+    assert p.returncode == 0, p.stderr
+    assert "offline throughput on the target: all 8 requests of each iteration submitted at once" in p.stdout
+    recs = records(out)
+    assert sum(r["warmup"] for r in recs) == 1 and len(recs) == 1 + 2 * 8
+    bench = orjson.loads((out / "run.json").read_bytes())["benchmarks"][0]
+    assert bench["profile"]["kind"] == "concurrency" and bench["profile"]["concurrency"] == 8

@@ -48,5 +48,5 @@ def test_only_in_process_targets_get_figures() -> None:
     add_cold_start(served, [], None)
     cold = served["extra"]["cold_start"]
     assert cold["first_request"] is None and cold["warm"]["requests"] == 0 and cold["first_token_after_s"] is None
-    line = "Cold start  model load 1.000 s + engine warm-up 0.100 s + other 0.100 s = 1.200 s before the first request could be sent"
+    line = "Cold start  model load 1.000 s + engine warm-up 0.100 s + imports and start-up 0.100 s = 1.200 s before the first request could be sent"
     assert cold_start_lines(served) == [line]

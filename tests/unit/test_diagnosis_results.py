@@ -68,6 +68,17 @@ def test_event_loop_lag_or_client_cpu_fires() -> None:
     assert client_bound(result(with_telemetry(telemetry(lag=1.0, cpu=40.0))), DEFAULT) == []
 
 
+def test_an_in_process_engines_cpu_and_loop_lag_are_not_the_client() -> None:
+    """The embedded model computes in tokspeed's own process: 100% CPU there is the engine, not a saturated client."""
+    busy = telemetry(lag=45.0, cpu=97.0)
+    for kind in ("embedded", "hf", "vllm"):
+        assert client_bound(result(with_telemetry(busy), target={"kind": kind, "model": "m"}), DEFAULT) == []
+    assert len(client_bound(result(with_telemetry(busy), target={"kind": "openai-http", **LOCAL}), DEFAULT)) == 1
+    # an open loop the in-process client could not keep is still said
+    late = bench(many(120, lateness_ms=25), RATE)
+    assert len(client_bound(result(late, target={"kind": "embedded", "model": "m"}), DEFAULT)) == 1
+
+
 def test_run_telemetry_is_used_only_without_point_telemetry() -> None:
     busy = telemetry(lag=45.0)
     (f,) = client_bound(result(bench(many(120)), telemetry=busy), DEFAULT)

@@ -177,3 +177,12 @@ def test_importing_the_package_does_not_import_torch() -> None:
     code = "import tokspeed.backends.embedded, tokspeed.cli, sys; print('torch' in sys.modules, 'transformers' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]
+
+
+def test_the_plan_says_the_weights_are_random_and_the_text_is_noise() -> None:
+    from tokspeed.backends.embedded.defaults import describe_plan, embedded_defaults
+    from tokspeed.config import config_from_sources
+
+    first, second = describe_plan(embedded_defaults(config_from_sources(None, {}))).splitlines()
+    assert first.startswith("embedded model small") and "random weights" in first and "--target URL" in first
+    assert second == "Its weights are random, so the text it generates is noise: only its speed means something."

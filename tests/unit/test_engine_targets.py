@@ -14,7 +14,7 @@ from tokspeed.backends.local_target import (
     engine_path,
     normalise_engine_target,
 )
-from tokspeed.backends.vllm_offline import offline_defaults
+from tokspeed.load.passes import dataset_passes
 from tokspeed.backends.vllm_offline import requirements as vllm_requirements
 from tokspeed.cli import main
 from tokspeed.config import RunConfig, config_from_sources
@@ -106,11 +106,17 @@ def test_checkpoint_dtype_reads_either_key(model_dir: Path, tmp_path: Path) -> N
     assert checkpoint_dtype(tmp_path) is None
 
 
-# the seed's offline throughput mode --------------------------------------------
+# the offline throughput mode, and one pass over a prompt file per iteration --------
 
 
 def _cfg(**given: object) -> RunConfig:
     return config_from_sources(None, {"target": "vllm:/m", **given})
+
+
+def offline_defaults(cfg: RunConfig, workload: dict[str, object]) -> RunConfig:
+    """What `tokspeed run` applies to a vllm: target: offline unless a load profile was given."""
+    given = cfg.model_fields_set
+    return dataset_passes(cfg, {"kind": "file", **workload}, given, offline=not {"profile", "concurrency", "rate"} & given)
 
 
 def test_offline_defaults_submit_one_pass_of_the_dataset_at_once_after_one_warmup() -> None:
@@ -123,10 +129,10 @@ def test_offline_defaults_submit_one_pass_of_the_dataset_at_once_after_one_warmu
 
 
 def test_offline_defaults_keep_what_the_user_chose() -> None:
-    cfg = offline_defaults(_cfg(concurrency=3, warmup=0), {"items": 8})
-    assert (cfg.profile, cfg.concurrency, cfg.requests, cfg.warmup_requests) == ("concurrency", 3, None, 0)
+    cfg = offline_defaults(_cfg(concurrency=3, warmup=0), {"items": 8})  # a profile: not offline, still one pass
+    assert (cfg.profile, cfg.concurrency, cfg.requests, cfg.warmup_requests) == ("concurrency", 3, 8, 0)
     cfg = offline_defaults(_cfg(profile="synchronous"), {"items": 8})
-    assert cfg.profile == "synchronous" and cfg.requests is None
+    assert cfg.profile == "synchronous" and cfg.requests == 8
     cfg = offline_defaults(_cfg(duration_s=30), {"items": 8})
     assert cfg.concurrency == 8 and cfg.requests is None and cfg.duration_s == 30
 

@@ -97,8 +97,8 @@ def test_weights_that_do_not_fit_are_called_out(capsys: pytest.CaptureFixture[st
 
 
 def test_the_readme_example_is_real_output(capsys: pytest.CaptureFixture[str]) -> None:
-    """The README's `tokspeed estimate` example is what the command prints today."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    """docs/estimate-cost.md's `tokspeed estimate` example is what the command prints today."""
+    readme = (Path(__file__).parents[2] / "docs" / "estimate-cost.md").read_text(encoding="utf-8")
     command = "$ tokspeed estimate --model qwen2-7b --gpu rtx4090 --weights int4"
     block = readme.split(command, 1)[1].split("```", 1)[0]
     argv = (command + block.splitlines()[0]).split()[2:]

@@ -200,7 +200,7 @@ def test_every_locust_flag_is_documented() -> None:
 
     from tokspeed.cli import app
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[2] / "docs" / "scaling.md").read_text(encoding="utf-8")
     group = typer.main.get_command(app).commands["locust"]  # type: ignore[attr-defined]
     flags = {o for cmd in group.commands.values() for p in cmd.params for o in p.opts if o.startswith("--")}
     assert {"--master", "--users", "--rate", "--out"} <= flags

@@ -157,6 +157,27 @@ def test_html_shows_the_diagnosis_and_each_points_telemetry(saved: tuple[RunResu
     assert "<h2>Diagnosis</h2>" not in run_html(result, records, "tests/data/run-v1")  # nothing fired: no section
 
 
+def test_a_failing_report_leaves_no_output_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`report --html` that cannot render (here: plotly missing) exits 2 and writes nothing, not an empty file."""
+    from tokspeed.cli import main
+
+    monkeypatch.setitem(sys.modules, "plotly", None)
+    monkeypatch.setitem(sys.modules, "plotly.offline", None)
+    out = tmp_path / "report.html"
+    assert main(["report", str(Path(__file__).parents[1] / "data" / "run-v1"), "--html", str(out)]) == 2
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_an_existing_file_is_left_as_it_was_when_the_report_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tokspeed.cli import main
+
+    monkeypatch.setitem(sys.modules, "jinja2", None)
+    out = tmp_path / "report.html"
+    out.write_text("yesterday's report")
+    assert main(["report", str(Path(__file__).parents[1] / "data" / "run-v1"), "--html", str(out)]) == 2
+    assert out.read_text() == "yesterday's report"
+
+
 def test_missing_html_dependencies_give_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     from tokspeed.reports.html import require_html
 
@@ -164,12 +185,16 @@ def test_missing_html_dependencies_give_the_install_hint(monkeypatch: pytest.Mon
     monkeypatch.setitem(sys.modules, "plotly.offline", None)
     with pytest.raises(ConfigError) as err:
         require_html()
-    assert "pip install 'tokspeed[report]'" in (err.value.hint or "")
+    assert "pip install -e ." in (err.value.hint or "")
 
 
 def test_output_paths_are_checked_before_any_work(tmp_path: Path) -> None:
     outputs = prepare_outputs({"--csv": str(tmp_path / "new" / "dir" / "r.csv"), "--markdown": "-", "--html": None})
-    assert (tmp_path / "new" / "dir" / "r.csv").exists() and outputs["--markdown"].to_stdout and "--html" not in outputs
+    # the folder is made and the path proven writable, but no empty file is left before the content exists
+    assert (tmp_path / "new" / "dir").is_dir() and not (tmp_path / "new" / "dir" / "r.csv").exists()
+    assert outputs["--markdown"].to_stdout and "--html" not in outputs
+    outputs["--csv"].write("a,b\n")
+    assert (tmp_path / "new" / "dir" / "r.csv").read_text() == "a,b\n"
     with pytest.raises(ConfigError, match="cannot all write to stdout"):
         prepare_outputs({"--csv": "-", "--markdown": "-"})
     with pytest.raises(ConfigError, match="is a directory"):

@@ -16,7 +16,7 @@ from pathlib import Path
 from tokspeed.errors import ConfigError
 
 ENGINE_KINDS = ("hf", "vllm")
-_DOWNLOAD_HINT = "download it first, e.g. huggingface-cli download NAME --local-dir DIR, then pass {kind}:DIR"
+_DOWNLOAD_HINT = "download it first, e.g. hf download NAME --local-dir DIR, then pass {kind}:DIR"
 
 
 def engine_kind(target: str | None) -> str | None:

@@ -123,7 +123,7 @@ def inspect_model_dir(
     report = ModelDirReport(path=str(directory), engine=engine, trust_remote_code=trust_remote_code)
     if not directory.is_dir():
         report.problems.append(Problem("error", "no_directory", f"{directory} is not a directory",
-                                       "download the model first: huggingface-cli download NAME --local-dir DIR"))
+                                       "download the model first: hf download NAME --local-dir DIR"))
         return report
     config = _read_config(directory, report)
     report.weights = scan_weights(directory)

@@ -32,8 +32,8 @@ ST_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2
             "F6_E3M2": 0.75}
 ST_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn",
              "F8_E5M2": "float8_e5m2", "I8": "int8", "U8": "uint8", "I32": "int32", "I64": "int64"}
-LFS_HINT = "the directory was cloned without git-lfs: run `git lfs install && git lfs pull` in it, or download it with `huggingface-cli download NAME --local-dir DIR`"
-REDOWNLOAD_HINT = "download the model again (huggingface-cli download NAME --local-dir DIR resumes and repairs it)"
+LFS_HINT = "the directory was cloned without git-lfs: run `git lfs install && git lfs pull` in it, or download it with `hf download NAME --local-dir DIR`"
+REDOWNLOAD_HINT = "download the model again: hf download NAME --local-dir DIR resumes and repairs it"
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,9 @@ class Api(str, Enum):
 
 def check_model(
     path: Annotated[str, typer.Argument(metavar="PATH", help="The model directory (hf:PATH or vllm:PATH also accepted, and choose the engine).")],
-    engine: Annotated[Engine | None, typer.Option("--engine", help="The engine to check against: hf (transformers, the default) or vllm.")] = None,
+    engine: Annotated[Engine | None, typer.Option("--engine", help="The engine to check against: hf (transformers, the default) or vllm. [default: from PATH's prefix, else hf]")] = None,
     trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help="Check as if --trust-remote-code were given to the run.")] = False,
-    api: Annotated[Api | None, typer.Option("--api", help="With chat, a missing chat template is an error (it is a warning otherwise).")] = None,
+    api: Annotated[Api | None, typer.Option("--api", help="With chat, a missing chat template is an error (it is a warning otherwise). [default: none: a missing chat template is a warning]")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     from tokspeed.backends.local_target import engine_kind

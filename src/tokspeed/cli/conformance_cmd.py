@@ -30,7 +30,7 @@ the same expected values (docs/conformance.md lists them):
 
 
 def conformance(
-    serve: Annotated[int | None, typer.Option("--serve", help="Only serve the scenarios on this port (0 picks one) until Ctrl-C, for other tools.", min=0)] = None,
+    serve: Annotated[int | None, typer.Option("--serve", help="Only serve the scenarios on this port (0 picks one) until Ctrl-C, for other tools. [default: off: run the checks and exit]", min=0)] = None,
     scenario: Annotated[list[str] | None, typer.Option("--scenario", "-s", help="Run only this scenario (repeatable). [default: all]")] = None,
     tolerance_ms: Annotated[float, typer.Option("--tolerance-ms", help="Timing tolerance T, ms: latencies may be up to T late, gaps ±T.", min=0.1)] = 15.0,
     json_out: Annotated[bool, typer.Option("--json", help="Print every check (expected, measured, tolerance, ok) as JSON instead of the table.")] = False,

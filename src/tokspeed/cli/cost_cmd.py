@@ -59,7 +59,7 @@ def _print(renderable: object) -> None:
 
 def cost(
     directory: Dir,
-    price_per_hour: Annotated[list[float], typer.Option("--price-per-hour", metavar="PRICE", help="Price of one GPU for one hour, in any currency (repeatable: one row per load point and price).")],
+    price_per_hour: Annotated[list[float], typer.Option("--price-per-hour", metavar="PRICE", help="Price of one GPU for one hour, in any currency (repeatable: one row per load point and price). [default: required]")],
     gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs the run used: the price is paid for each.")] = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Print the costs as JSON (schema tokspeed.cost/1).")] = False,
 ) -> int:

@@ -44,7 +44,7 @@ _BREACHES = {FailOn.critical: {"critical"}, FailOn.warning: {"critical", "warnin
 def diagnose(
     directory: Annotated[Path, typer.Argument(help="A results directory written by `tokspeed run --out`.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the findings as JSON (schema tokspeed.diagnosis/1).")] = False,
-    fail_on: Annotated[FailOn | None, typer.Option("--fail-on", help="Exit 3 when a finding of this severity or worse exists: critical, or warning (warning or critical). Without it, exit 0 whatever is found.")] = None,
+    fail_on: Annotated[FailOn | None, typer.Option("--fail-on", help="Exit 3 when a finding of this severity or worse exists: critical, or warning (warning or critical). Without it, exit 0 whatever is found. [default: never: exit 0 whatever is found]")] = None,
 ) -> int:
     from rich.console import Console
 

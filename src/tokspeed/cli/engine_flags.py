@@ -23,15 +23,15 @@ def _opt(*names: str, help: str, **kw: Any) -> Any:
 Dtype = Annotated[Optional[str], _opt("--dtype", help="Weights and compute dtype: auto, bf16, fp16 or fp32. [default: auto: the checkpoint's half dtype on a GPU; bf16 on a CPU with native bf16, else fp32; vLLM's own choice for vllm:]")]
 Device = Annotated[Optional[str], _opt("--device", help="hf: only: auto, cpu or cuda[:N]; cuda without a GPU is an error. [default: auto: cuda when torch sees a GPU]")]
 TrustRemoteCode = Annotated[bool, _opt("--trust-remote-code", help="Let the model directory run its own Python code (custom architectures).")]
-EngineArg = Annotated[Optional[list[str]], _opt("--engine-arg", help="Any other engine keyword, KEY=VALUE (JSON value), repeatable: vllm.LLM(...) for vllm:, from_pretrained(...) for hf:, e.g. enable_prefix_caching=false.")]
-TensorParallel = Annotated[Optional[int], _opt("--tensor-parallel-size", help="vllm: GPUs to shard the model over.", min=1)]
+EngineArg = Annotated[Optional[list[str]], _opt("--engine-arg", help="Any other engine keyword, KEY=VALUE (JSON value), repeatable: vllm.LLM(...) for vllm:, from_pretrained(...) for hf:, e.g. enable_prefix_caching=false. [default: none]")]
+TensorParallel = Annotated[Optional[int], _opt("--tensor-parallel-size", help="vllm: GPUs to shard the model over. [default: 1]", min=1)]
 GpuMemory = Annotated[Optional[float], _opt("--gpu-memory-utilization", help="vllm: fraction of GPU memory for weights and KV cache (0-1]. [default: vLLM's 0.92]")]
-MaxNumSeqs = Annotated[Optional[int], _opt("--max-num-seqs", help="vllm: most sequences batched at once (limits throughput).", min=1)]
+MaxNumSeqs = Annotated[Optional[int], _opt("--max-num-seqs", help="vllm: most sequences batched at once (limits throughput). [default: vLLM's]", min=1)]
 MaxModelLen = Annotated[Optional[int], _opt("--max-model-len", help="vllm: context length (prompt + output) to size the KV cache for. [default: the model's]", min=1)]
 EnforceEager = Annotated[bool, _opt("--enforce-eager", help="vllm: no CUDA graphs / compilation (faster start, slower decode).")]
 Quantization = Annotated[Optional[str], _opt("--quantization", help="vllm: quantization method, e.g. awq, gptq, fp8. [default: from the checkpoint]")]
-KvCacheDtype = Annotated[Optional[str], _opt("--kv-cache-dtype", help="vllm: KV cache dtype, e.g. auto, fp8.")]
-LoadFormat = Annotated[Optional[str], _opt("--load-format", help="vllm: how to load weights, e.g. auto, safetensors, dummy (random weights: speed without a checkpoint).")]
+KvCacheDtype = Annotated[Optional[str], _opt("--kv-cache-dtype", help="vllm: KV cache dtype, e.g. auto, fp8. [default: vLLM's (auto)]")]
+LoadFormat = Annotated[Optional[str], _opt("--load-format", help="vllm: how to load weights, e.g. auto, safetensors, dummy (random weights: speed without a checkpoint). [default: vLLM's (auto)]")]
 
 
 def engine_options(

@@ -47,15 +47,15 @@ class KVFormat(str, Enum):
     fp8 = "fp8"
 
 
-ModelOpt = Annotated[str, typer.Option("--model", "-m", metavar="NAME|PATH", help="A builtin model name (llama-3-8b, qwen2-7b, mixtral-8x7b, …) or a Hugging Face config.json (or the directory holding it).")]
-GpuOpt = Annotated[str, typer.Option("--gpu", metavar="NAME", help="Accelerator: rtx3090, rtx4090, l4, l40s, a10g, a100-40gb, a100-80gb, h100-pcie, h100-sxm, h200, b200, mi300x, or cpu (with --bandwidth-gb-s).")]
+ModelOpt = Annotated[str, typer.Option("--model", "-m", metavar="NAME|PATH", help="A builtin model name (llama-3-8b, qwen2-7b, mixtral-8x7b, …) or a Hugging Face config.json (or the directory holding it). [default: required]")]
+GpuOpt = Annotated[str, typer.Option("--gpu", metavar="NAME", help="Accelerator: rtx3090, rtx4090, l4, l40s, a10g, a100-40gb, a100-80gb, h100-pcie, h100-sxm, h200, b200, mi300x, or cpu (with --bandwidth-gb-s). [default: required]")]
 GpusOpt = Annotated[int, typer.Option("--gpus", min=1, help="GPUs serving the model (tensor parallel): memory, bandwidth and compute scale by it, and each step pays two all-reduces per layer over the interconnect.")]
 WeightsOpt = Annotated[WeightFormat, typer.Option("--weights", help="Weight format: auto (the config's quantization_config, else bf16), bf16, fp16, fp8, int8 (W8A8), int4 (AWQ/GPTQ, groups of 128) or mxfp4 (experts only, as gpt-oss).")]
 KVOpt = Annotated[KVFormat, typer.Option("--kv", help="KV-cache format: fp16, bf16 or fp8.")]
-MemOpt = Annotated[float | None, typer.Option("--gpu-memory-gb", metavar="GIB", help="Override the memory per GPU, in GiB as vendors label it (an 80GB H100 is 80).")]
-BwOpt = Annotated[float | None, typer.Option("--bandwidth-gb-s", metavar="GB/S", help="Override the memory bandwidth per GPU, in GB/s (required for --gpu cpu).")]
-TflopsOpt = Annotated[float | None, typer.Option("--tflops", metavar="TFLOPS", help="Override the dense peak per GPU, in TFLOPS (used for every format).")]
-InterconnectOpt = Annotated[float | None, typer.Option("--interconnect-gb-s", metavar="GB/S", help="Override the GPU-to-GPU bandwidth tensor parallelism's all-reduces use, in GB/s both directions summed (NVLink 4: 900).")]
+MemOpt = Annotated[float | None, typer.Option("--gpu-memory-gb", metavar="GIB", help="Override the memory per GPU, in GiB as vendors label it (an 80GB H100 is 80). [default: the GPU table's]")]
+BwOpt = Annotated[float | None, typer.Option("--bandwidth-gb-s", metavar="GB/S", help="Override the memory bandwidth per GPU, in GB/s (required for --gpu cpu). [default: the GPU table's]")]
+TflopsOpt = Annotated[float | None, typer.Option("--tflops", metavar="TFLOPS", help="Override the dense peak per GPU, in TFLOPS (used for every format). [default: the GPU table's]")]
+InterconnectOpt = Annotated[float | None, typer.Option("--interconnect-gb-s", metavar="GB/S", help="Override the GPU-to-GPU bandwidth tensor parallelism's all-reduces use, in GB/s both directions summed (NVLink 4: 900). [default: the GPU table's]")]
 
 
 def load_hardware(
@@ -88,7 +88,7 @@ def estimate(
     input_tokens: Annotated[int, typer.Option("--input-tokens", min=1, help="Prompt tokens per request.")] = 512,
     output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Generated tokens per request.")] = 256,
     concurrency: Annotated[str, typer.Option("--concurrency", "-c", metavar="N[,N...]", help="Sequences decoding at once, comma-separated: one row each.")] = "1,8,32",
-    max_model_len: Annotated[int | None, typer.Option("--max-model-len", min=1, help="Also size the KV cache for sequences of this many tokens (the engine's context limit).")] = None,
+    max_model_len: Annotated[int | None, typer.Option("--max-model-len", min=1, help="Also size the KV cache for sequences of this many tokens (the engine's context limit). [default: none: not sized]")] = None,
     gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", min=0.01, max=1.0, help="Share of GPU memory the engine may use, as vLLM's flag.")] = 0.9,
     reserve_gb: Annotated[float, typer.Option("--reserve-gb", min=0.0, metavar="GIB", help="Memory per GPU held back for activations, CUDA graphs and workspaces, in GiB.")] = 2.0,
     gpu_memory_gb: MemOpt = None,

@@ -78,17 +78,17 @@ def _load_args(users: int, duration: str, stages: str | None, ramp: str | None, 
 
 @app.command("master", help="Run the Locust master: spread the users over the workers, merge their records into --out.")
 def master(
-    target: Annotated[str, typer.Option("--target", help="OpenAI-compatible base URL, e.g. http://llm:8000/v1")],
-    out: Annotated[Path, typer.Option("--out", help="results directory (run.json + requests.jsonl)")],
+    target: Annotated[str, typer.Option("--target", help="OpenAI-compatible base URL, e.g. http://llm:8000/v1 [default: required]")],
+    out: Annotated[Path, typer.Option("--out", help="results directory (run.json + requests.jsonl) [default: required]")],
     users: Annotated[int, typer.Option("--users", "-u", min=1, help="Locust users = concurrent streams")] = 8,
     spawn_rate: Annotated[float, typer.Option("--spawn-rate", "-r", min=0.001, help="users started per second")] = 10.0,
     duration: Annotated[str, typer.Option("--duration", "-t", help="run time in Locust's format: 90s, 10m, 1h30m")] = "1m",
     expect_workers: Annotated[int, typer.Option("--expect-workers", min=1, help="start when this many workers joined")] = 1,
     rate: Annotated[float, typer.Option("--rate", min=0.0, help="requests/s over all users (0: closed loop)")] = 0.0,
     api: Annotated[str, typer.Option("--api", help="chat or completions")] = "chat",
-    model: Annotated[str | None, typer.Option("--model", help="model name (default: the first one /models lists)")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="model name [default: the first one GET /v1/models lists]")] = None,
     dataset: Annotated[str, typer.Option("--dataset", help="builtin, synthetic, or a prompt file (on every worker)")] = "synthetic",
-    input_tokens: Annotated[str | None, typer.Option("--input-tokens", help="synthetic prompt length: N, uniform:a,b, normal:m,sd (default 128)")] = None,
+    input_tokens: Annotated[str | None, typer.Option("--input-tokens", help="synthetic prompt length in tokens: N, uniform:a,b, normal:m,sd [default: 128]")] = None,
     output_tokens: Annotated[str, typer.Option("--output-tokens", help="max_tokens per request: N or a distribution")] = LocustOptions.output_tokens,
     seed: Annotated[int, typer.Option("--seed", help="seed of the prompts")] = 0,
     timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="per-request timeout, seconds")] = LocustOptions.timeout_s,
@@ -97,10 +97,10 @@ def master(
     stop_timeout: Annotated[float, typer.Option("--stop-timeout", min=0.0, help="seconds users may finish their request at the end (0: in-flight requests end as incomplete)")] = 0.0,
     web: Annotated[bool, typer.Option("--web", help="keep Locust's web UI on (it quits 5 s after the run)")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing results directory")] = False,
-    warmup_s: Annotated[float | None, typer.Option("--warmup-s", min=0.0, help="requests started in the first S seconds are warm-up, not measured (default: the spawn ramp, users/spawn-rate; 0 with --stages)")] = None,
+    warmup_s: Annotated[float | None, typer.Option("--warmup-s", min=0.0, help="requests started in the first S seconds are warm-up, not measured [default: the spawn ramp, users / spawn-rate; 0 with --stages]")] = None,
     requests: Annotated[int, typer.Option("--requests", min=0, help="stop after N measured requests over all workers (each sends its share; --duration still caps the run; 0: no limit)")] = 0,
-    stages: Annotated[str | None, typer.Option("--stages", help="concurrency stages instead of --users/--duration: 'warm:concurrency=4:10s,peak:concurrency=16:20s'")] = None,
-    ramp: Annotated[str | None, typer.Option("--ramp", help="a stepped concurrency ramp instead of --users/--duration: concurrency=1..16:40s:steps=4")] = None,
+    stages: Annotated[str | None, typer.Option("--stages", help="concurrency stages instead of --users/--duration: 'warm:concurrency=4:10s,peak:concurrency=16:20s' [default: off]")] = None,
+    ramp: Annotated[str | None, typer.Option("--ramp", help="a stepped concurrency ramp instead of --users/--duration: concurrency=1..16:40s:steps=4 [default: off]")] = None,
 ) -> None:
     _require_locust()
     _check_out(out, overwrite)

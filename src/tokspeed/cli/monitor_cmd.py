@@ -59,7 +59,7 @@ and exits (no --target needed).
 
 
 def monitor(
-    target: Annotated[str | None, typer.Option("--target", "-t", help="Server base URL ending in /v1.", envvar="TOKSPEED_TARGET")] = None,
+    target: Annotated[str | None, typer.Option("--target", "-t", help="Server base URL ending in /v1. [default: required]", envvar="TOKSPEED_TARGET")] = None,
     interval: Annotated[str, typer.Option("--interval", help="How often figures are computed, exported and alerts evaluated (also the window's bucket width).")] = "15s",
     window: Annotated[str, typer.Option("--window", help="Rolling window for percentiles, rates and error rate.")] = "5m",
     probe_rate: Annotated[float, typer.Option("--probe-rate", help="Probe requests per second; 0: no probes (needs --server-metrics).", min=0.0)] = 0.2,
@@ -68,23 +68,23 @@ def monitor(
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="max_tokens of each probe (keep it small).", min=1)] = 16,
     prompt: Annotated[str, typer.Option("--prompt", help="Prompt of each probe.")] = "Count from 1 to 20.",
     api: Annotated[str, typer.Option("--api", help="chat or completions.")] = "chat",
-    model: Annotated[str | None, typer.Option("--model", help="Model name; discovered from /v1/models when omitted.")] = None,
-    api_key: Annotated[str | None, typer.Option("--api-key", help="Bearer token. Never written to files or logs.", envvar="OPENAI_API_KEY")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model name; discovered from /v1/models when omitted. [default: first of GET /v1/models]")] = None,
+    api_key: Annotated[str | None, typer.Option("--api-key", help="Bearer token. Never written to files or logs. [default: none]", envvar="OPENAI_API_KEY")] = None,
     timeout: Annotated[str, typer.Option("--timeout", help="A probe that has not completed by then is an error.")] = "30s",
     max_in_flight: Annotated[int, typer.Option("--max-in-flight", help="Probes out at once; a probe due beyond that is skipped.", min=1)] = 4,
     max_backoff: Annotated[str, typer.Option("--max-backoff", help="Longest gap between probes while the target is unreachable.")] = "30s",
-    alert: Annotated[list[str] | None, typer.Option("--alert", metavar="EXPR", help="NAME OP VALUE, optionally 'for DURATION', e.g. 'ttft_p99_ms>800 for 2m' (repeatable).")] = None,
-    alert_webhook: Annotated[str | None, typer.Option("--alert-webhook", metavar="URL", help="POST firing/resolved alerts here (Alertmanager webhook JSON).")] = None,
+    alert: Annotated[list[str] | None, typer.Option("--alert", metavar="EXPR", help="NAME OP VALUE, optionally 'for DURATION', e.g. 'ttft_p99_ms>800 for 2m' (repeatable). [default: none]")] = None,
+    alert_webhook: Annotated[str | None, typer.Option("--alert-webhook", metavar="URL", help="POST firing/resolved alerts here (Alertmanager webhook JSON). [default: none]")] = None,
     prometheus_port: Annotated[int, typer.Option("--prometheus-port", help="Port of the /metrics exporter (0 picks a free one, printed at start).", min=0, max=65535)] = 9464,
     prometheus_host: Annotated[str, typer.Option("--prometheus-host", help="Address the exporter binds.")] = "127.0.0.1",
     no_prometheus: Annotated[bool, typer.Option("--no-prometheus", help="Do not serve the exporter.")] = False,
-    out: Annotated[Path | None, typer.Option("--out", help="Write DIR/requests.jsonl (each probe) and DIR/alerts.jsonl (each event).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Write DIR/requests.jsonl (each probe) and DIR/alerts.jsonl (each event). [default: none]")] = None,
     max_file_mb: Annotated[float, typer.Option("--max-file-mb", help="Rotate each file to NAME.1 past this size.", min=0.001)] = 100.0,
-    duration: Annotated[str | None, typer.Option("--duration", help="Stop after this long (default: until Ctrl-C).")] = None,
+    duration: Annotated[str | None, typer.Option("--duration", help="Stop after this long (30s, 5m). [default: until Ctrl-C]")] = None,
     no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Do not read GPU telemetry (NVML).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Log alerts and notes only, not the per-interval status line.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of Poisson probe spacing.")] = 0,
-    write_prometheus_rules: Annotated[str | None, typer.Option("--write-prometheus-rules", metavar="FILE|-", help="Write the --alert rules as Prometheus alerting rules YAML and exit.")] = None,
+    write_prometheus_rules: Annotated[str | None, typer.Option("--write-prometheus-rules", metavar="FILE|-", help="Write the --alert rules as Prometheus alerting rules YAML and exit. [default: none]")] = None,
 ) -> int:
     from tokspeed.monitor.rules import parse_alerts
 

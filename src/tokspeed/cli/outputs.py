@@ -1,8 +1,10 @@
 """Export destinations (`--html FILE`, `--markdown FILE|-`, ...), checked before any heavy work.
 
-As in hyperfine, each path is validated and created up front, so a typo fails
-at once instead of after a long benchmark; `-` means standard output, and only
-one export may use it. Files are written atomically (a temp file, then rename).
+As in hyperfine, each path is validated up front, so a typo fails at once
+instead of after a long benchmark; `-` means standard output, and only one
+export may use it. The check leaves no file behind (a new path is created and
+removed again), and files are written atomically (a temp file, then rename),
+so a command that fails never leaves an empty or partial export.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class Output:
             tmp.write_text(text, encoding="utf-8")
             os.replace(tmp, self.path)
         except OSError as exc:
+            tmp.unlink(missing_ok=True)
             raise ConfigError(f"cannot write {self.flag} {self.path}: {exc.strerror}") from exc
 
 
@@ -61,10 +64,13 @@ def _prepare(flag: str, value: str) -> Output:
     path = Path(value)
     if path.is_dir():
         raise ConfigError(f"{flag} {value} is a directory", hint=f"give a file name, e.g. {flag} {path / _default_name(flag)}")
+    existed = path.exists()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8"):
+        with open(path, "a", encoding="utf-8"):  # writable? (appending nothing leaves an old file as it was)
             pass
+        if not existed:  # a probe: the file appears only when its content is written
+            path.unlink()
     except OSError as exc:
         raise ConfigError(f"cannot write {flag} {value}: {exc.strerror}", hint="choose a writable path") from exc
     return Output(flag, path)

@@ -26,26 +26,26 @@ of request latency); for a real speed figure use `tokspeed run --quality`.
   tokspeed quality --target http://127.0.0.1:8000/v1 --lm-eval results/model/results_2025.json
 
 Writes DIR/quality.json and DIR/quality.jsonl (one line per item and target, appended as
-each finishes). --probes takes a JSONL file in the documented item format (README: Quality
-probe); --lm-eval attaches an lm-evaluation-harness results file to the target in the same
+each finishes). --probes takes a JSONL file in the item format of docs/quality.md;
+--lm-eval attaches an lm-evaluation-harness results file to the target in the same
 position (or, with no --target, stores it alone).
 """
 
 
 def quality(
-    target: Annotated[list[str] | None, typer.Option("--target", "-t", help="Server base URL ending in /v1, optionally named: NAME=URL. Repeat to compare; the first is the baseline.")] = None,
+    target: Annotated[list[str] | None, typer.Option("--target", "-t", help="Server base URL ending in /v1, optionally named: NAME=URL. Repeat to compare; the first is the baseline. [default: none]")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Results directory. [default: runs/quality-<date-time>]")] = None,
-    probes: Annotated[str, typer.Option("--probes", help="builtin, or a JSONL probe file (README: Quality probe).")] = "builtin",
-    category: Annotated[list[str] | None, typer.Option("--category", help="Only these categories (repeatable): arithmetic, knowledge, instruction, recall, or your file's.")] = None,
-    lang: Annotated[list[str] | None, typer.Option("--lang", help="Only items in these languages (repeatable): zh, en.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="At most N items (after --category/--lang).", min=1)] = None,
+    probes: Annotated[str, typer.Option("--probes", help="builtin, or a JSONL probe file (format: docs/quality.md).")] = "builtin",
+    category: Annotated[list[str] | None, typer.Option("--category", help="Only these categories (repeatable): arithmetic, knowledge, instruction, recall, or your file's. [default: every category]")] = None,
+    lang: Annotated[list[str] | None, typer.Option("--lang", help="Only items in these languages (repeatable): zh, en. [default: both]")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="At most N items (after --category/--lang). [default: every item]", min=1)] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model name for every target. [default: first of GET /v1/models]")] = None,
     api: Annotated[str, typer.Option("--api", help="chat (/v1/chat/completions) or completions (/v1/completions).")] = "chat",
-    api_key: Annotated[str | None, typer.Option("--api-key", help="Bearer token. Never written to results.", envvar="OPENAI_API_KEY", show_envvar=True)] = None,
+    api_key: Annotated[str | None, typer.Option("--api-key", help="Bearer token. Never written to results. [default: none]", envvar="OPENAI_API_KEY", show_envvar=True)] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Probe requests in flight per target.", min=1)] = 8,
     seed: Annotated[int, typer.Option("--seed", help="Sent as the request's seed (servers that honour it sample deterministically).")] = 0,
     timeout: Annotated[float, typer.Option("--timeout", help="Per-request timeout, seconds.", min=1)] = 120.0,
-    lm_eval: Annotated[list[Path] | None, typer.Option("--lm-eval", help="An lm-evaluation-harness results JSON to attach (repeatable; paired with --target by position).")] = None,
+    lm_eval: Annotated[list[Path] | None, typer.Option("--lm-eval", help="An lm-evaluation-harness results JSON to attach (repeatable; paired with --target by position). [default: none]")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a probe already in --out.")] = False,
 ) -> int:
     from tokspeed.errors import ConfigError

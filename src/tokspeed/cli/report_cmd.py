@@ -36,14 +36,14 @@ Examples:
 def report(
     directory: Annotated[Path, typer.Argument(help="A results directory written by `tokspeed run --out`.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the run's summaries as JSON instead of tables.")] = False,
-    html: Annotated[Optional[str], typer.Option("--html", metavar="FILE", help="Write a self-contained HTML report (charts work offline; needs the 'report' extra).")] = None,
-    markdown: Annotated[Optional[str], typer.Option("--markdown", metavar="FILE|-", help="Write a markdown summary for PRs and issues (- for stdout).")] = None,
-    csv: Annotated[Optional[str], typer.Option("--csv", metavar="FILE|-", help="Write one CSV row per request, in ms and tokens (- for stdout).")] = None,
-    csv_summary: Annotated[Optional[str], typer.Option("--csv-summary", metavar="FILE|-", help="Write one CSV row per benchmark, the run.json metric names as columns (- for stdout).")] = None,
-    fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", metavar="EXPR", help="Exit 3 when the run breaches a limit, e.g. 'ttft_p99_ms>500' or 'error_rate>0.01' (repeatable; absolute).")] = None,
-    as_tool: Annotated[Optional[CompatTool], typer.Option("--as", help="Show the metrics under a peer tool's names and formulas (vllm, aiperf, guidellm), beside tokspeed's; with --json, as JSON (tokspeed.compat/1).")] = None,
+    html: Annotated[Optional[str], typer.Option("--html", metavar="FILE", help="Write a self-contained HTML report (charts work offline). [default: none]")] = None,
+    markdown: Annotated[Optional[str], typer.Option("--markdown", metavar="FILE|-", help="Write a markdown summary for PRs and issues (- for stdout). [default: none]")] = None,
+    csv: Annotated[Optional[str], typer.Option("--csv", metavar="FILE|-", help="Write one CSV row per request, in ms and tokens (- for stdout). [default: none]")] = None,
+    csv_summary: Annotated[Optional[str], typer.Option("--csv-summary", metavar="FILE|-", help="Write one CSV row per benchmark, the run.json metric names as columns (- for stdout). [default: none]")] = None,
+    fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", metavar="EXPR", help="Exit 3 when the run breaches a limit, e.g. 'ttft_p99_ms>500' or 'error_rate>0.01' (repeatable; absolute). [default: none]")] = None,
+    as_tool: Annotated[Optional[CompatTool], typer.Option("--as", help="Show the metrics under a peer tool's names and formulas (vllm, aiperf, guidellm), beside tokspeed's; with --json, as JSON (tokspeed.compat/1). [default: tokspeed's own metrics]")] = None,
     token_audit: Annotated[bool, typer.Option("--token-audit", help="Also print the token audit: count sources, usage vs --tokenizer on kept texts, tokens per chunk, requests stopped before max_tokens.")] = False,
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="tokenizer.json (or model dir) that recounts kept output texts for --token-audit.")] = None,
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="tokenizer.json (or model dir) that recounts kept output texts for --token-audit. [default: the counts saved in the run]")] = None,
     stats: Annotated[bool, typer.Option("--stats", help="Also print the measurement statistics: bootstrap beside order-statistic CIs, requests needed for p99 within ±10%, the steady-state window, latency from the scheduled start.")] = False,
 ) -> int:
     from rich.console import Console

@@ -21,6 +21,7 @@ from tokspeed.cli.plans import Mode, Plan, float_value, int_value, sweep_request
 from tokspeed.cli.workers import check_workers, choose_workers
 from tokspeed.config import Api, Arrival, RunConfig, config_from_sources, parse_duration
 from tokspeed.errors import ConfigError
+from tokspeed.load.passes import check_offline
 from tokspeed.load.setup import refuse_profile_flags
 
 HELP = """Benchmark a server, or with no --target a small model on this CPU (the embedded default).
@@ -37,7 +38,7 @@ Examples:
 
   tokspeed run --target hf:./my-model --dtype bf16            # a local transformers model, in-process
 
-  tokspeed run --target vllm:./Qwen2-7B-Instruct-AWQ --dataset prompts.json --iterations 3   # the seed's script
+  tokspeed run --target vllm:./Qwen2-7B-Instruct-AWQ --dataset prompts.json --iterations 3   # each iteration one pass over the file, all at once
 """
 
 TARGET = "Target"
@@ -59,48 +60,49 @@ def run(
     api: Annotated[Api | None, _opt("--api", help="Endpoint: chat (/v1/chat/completions), completions (/v1/completions), embeddings (/v1/embeddings: latency and input tokens/s, nothing streamed), or a server's native streaming API: tgi, triton, ollama, ollama-chat, llamacpp, sglang (--target is then the server's root URL, e.g. http://127.0.0.1:8080). [default: chat]", panel=TARGET)] = None,
     no_stream: Annotated[bool, _opt("--no-stream", help="Ask for whole responses (no TTFT/ITL; E2E only).", panel=TARGET)] = False,
     model: Annotated[str | None, _opt("--model", "-m", help="Model name. [default: first of GET /v1/models]", panel=TARGET)] = None,
-    api_key: Annotated[str | None, _opt("--api-key", help="Bearer token. Never written to results or logs.", panel=TARGET, envvar="OPENAI_API_KEY")] = None,
-    header: Annotated[list[str] | None, _opt("--header", "-H", help="Extra HTTP header 'Name: value' (repeatable).", panel=TARGET)] = None,
-    extra_body: Annotated[str | None, _opt("--extra-body", help="JSON object merged into every request body, e.g. '{\"ignore_eos\": true}'.", panel=TARGET)] = None,
+    api_key: Annotated[str | None, _opt("--api-key", help="Bearer token. Never written to results or logs. [default: none]", panel=TARGET, envvar="OPENAI_API_KEY")] = None,
+    header: Annotated[list[str] | None, _opt("--header", "-H", help="Extra HTTP header 'Name: value' (repeatable). [default: none]", panel=TARGET)] = None,
+    extra_body: Annotated[str | None, _opt("--extra-body", help="JSON object merged into every request body, e.g. '{\"ignore_eos\": true}'. [default: none]", panel=TARGET)] = None,
     timeout: Annotated[str | None, _opt("--timeout", help="Per-request timeout (30s, 5m). [default: 600s]", panel=TARGET)] = None,
     ttft_timeout: Annotated[str | None, _opt("--ttft-timeout", help="Fail a streamed request with no first token after this long (10s). [default: off]", panel=TARGET)] = None,
     retries: Annotated[int | None, _opt("--retries", help="Retry HTTP 429/503 answers up to N times, waiting Retry-After (at most 30 s). [default: 0; a retry hides what the server did]", panel=TARGET, min=0)] = None,
     no_usage: Annotated[bool, _opt("--no-usage", help="Do not send stream_options.include_usage (count tokens by tokenizer or chunks).", panel=TARGET)] = False,
     max_tokens: Annotated[str | None, _opt("--max-tokens", "--output-tokens", help="max_tokens per request: N, uniform:a,b, normal:mean,sd, or 'dataset'. A list (64,256) sweeps it. [default: 256]", panel=SAMPLE)] = None,
-    temperature: Annotated[float | None, _opt("--temperature", help="Sampling temperature (sent only when given).", panel=SAMPLE)] = None,
-    top_p: Annotated[float | None, _opt("--top-p", help="Nucleus sampling top_p (sent only when given).", panel=SAMPLE)] = None,
-    stop: Annotated[list[str] | None, _opt("--stop", help="Stop string (repeatable).", panel=SAMPLE)] = None,
-    dataset: Annotated[str | None, _opt("--dataset", "-d", help="builtin (default), synthetic, or a file: prompts.json list, JSON/JSONL with prompt or messages, CSV with a prompt column, ShareGPT.", panel=WORK)] = None,
-    input_tokens: Annotated[str | None, _opt("--input-tokens", help="Synthetic prompt length in tokens: N, uniform:a,b or normal:mean,sd. A list (128,512,2048) sweeps it.", panel=WORK)] = None,
+    temperature: Annotated[float | None, _opt("--temperature", help="Sampling temperature (sent only when given). [default: not sent: the server's]", panel=SAMPLE)] = None,
+    top_p: Annotated[float | None, _opt("--top-p", help="Nucleus sampling top_p (sent only when given). [default: not sent: the server's]", panel=SAMPLE)] = None,
+    stop: Annotated[list[str] | None, _opt("--stop", help="Stop string (repeatable). [default: none]", panel=SAMPLE)] = None,
+    dataset: Annotated[str | None, _opt("--dataset", "-d", help="builtin (default), synthetic, or a file: prompts.json list, JSON/JSONL with prompt or messages, CSV with a prompt column, ShareGPT. [default: builtin]", panel=WORK)] = None,
+    input_tokens: Annotated[str | None, _opt("--input-tokens", help="Synthetic prompt length in tokens: N, uniform:a,b or normal:mean,sd. A list (128,512,2048) sweeps it. [default: the dataset's own prompts]", panel=WORK)] = None,
     tokenizer: Annotated[str | None, _opt("--tokenizer", help="Local tokenizer.json (or model dir) for exact token counts. [default: approximation]", panel=WORK)] = None,
     seed: Annotated[int | None, _opt("--seed", help="Seed for prompt sampling and arrival times. [default: 0]", panel=WORK)] = None,
     images: Annotated[int | None, _opt("--images", help="Attach N synthetic PNG images to each chat request (image_url parts; vision models). [default: 0]", panel=WORK, min=0)] = None,
     image_size: Annotated[str | None, _opt("--image-size", help="Pixel size of each --images image, WIDTHxHEIGHT. [default: 512x512]", panel=WORK)] = None,
     synchronous: Annotated[bool, _opt("--synchronous", help="One request at a time (the default profile).", panel=LOAD)] = False,
-    concurrency: Annotated[str | None, _opt("--concurrency", "-c", help="Closed loop: keep N requests in flight. A list (1,2,4,8) sweeps it.", panel=LOAD)] = None,
-    rate: Annotated[str | None, _opt("--rate", "-r", help="Open loop: R requests per second on a precomputed schedule. A list (1,2,4) sweeps it.", panel=LOAD)] = None,
+    concurrency: Annotated[str | None, _opt("--concurrency", "-c", help="Closed loop: keep N requests in flight. A list (1,2,4,8) sweeps it. [default: none: one request at a time]", panel=LOAD)] = None,
+    rate: Annotated[str | None, _opt("--rate", "-r", help="Open loop: R requests per second on a precomputed schedule. A list (1,2,4) sweeps it. [default: none: a closed loop]", panel=LOAD)] = None,
     arrival: Annotated[Arrival | None, _opt("--arrival", help="Open-loop arrivals: constant, poisson or gamma. [default: poisson]", panel=LOAD)] = None,
     burstiness: Annotated[float | None, _opt("--burstiness", help="Gamma shape for --arrival gamma: 1 = Poisson, <1 burstier. [default: 1]", panel=LOAD)] = None,
     exact_rate: Annotated[bool | None, _opt("--exact-rate/--raw-arrivals", help="Rescale the drawn poisson/gamma gaps so N requests take exactly N/rate seconds (as vLLM's client does), or use the raw draws (the offered rate is then a few percent off, and reported). [default: --exact-rate]", panel=LOAD)] = None,
-    max_concurrency: Annotated[int | None, _opt("--max-concurrency", help="Cap in-flight requests for --rate (waits count as lateness).", panel=LOAD, min=1)] = None,
+    max_concurrency: Annotated[int | None, _opt("--max-concurrency", help="Cap in-flight requests for --rate (waits count as lateness). [default: unlimited]", panel=LOAD, min=1)] = None,
     workers: Annotated[str | None, _opt("--workers", help="Client processes that share the streams' HTTP and SSE work, for loads one Python process cannot drive: N, or auto (one per 256 streams, at most cores - 1). HTTP targets only. [default: 1]", panel=LOAD)] = None,
     requests: Annotated[int | None, _opt("--requests", "-n", help="Measured requests per iteration. [default: 100, or unlimited with --duration]", panel=LOAD, min=1)] = None,
-    duration: Annotated[str | None, _opt("--duration", help="Stop starting requests after this long per iteration (30s, 5m).", panel=LOAD)] = None,
+    duration: Annotated[str | None, _opt("--duration", help="Stop starting requests after this long per iteration (30s, 5m). [default: none: --requests ends an iteration]", panel=LOAD)] = None,
     warmup: Annotated[str | None, _opt("--warmup", help="Warm-up before measuring, excluded from statistics: N requests (run, then drained), or a duration such as 10s for which the same load runs before the measured requests follow without a pause (the server is then in its steady state when measuring starts). [default: one request per stream, at most 256; capacity probes hold their rate 3s]", panel=LOAD)] = None,
     max_error_rate: Annotated[float | None, _opt("--max-error-rate", help="Stop the run (exit 1) once more than this fraction of measured requests failed, judged from the 20th on, e.g. 0.05. [default: off]", panel=LOAD)] = None,
-    iterations: Annotated[int | None, _opt("--iterations", "-i", help="Repeat the measurement K times (after one warm-up) and report spread. [default: 1]", panel=LOAD, min=1)] = None,
-    slo: Annotated[list[str] | None, _opt("--slo", help="Objective, repeatable: 'ttft_p99_ms<=500' (percentile) or 'tpot_ms<=50' (per request; goodput).", panel=OUT)] = None,
+    iterations: Annotated[int | None, _opt("--iterations", "-i", help="Repeat the measurement K times (after one warm-up) and report spread. With --dataset FILE and no --requests/--duration, each iteration is one pass over the file. [default: 1]", panel=LOAD, min=1)] = None,
+    offline: Annotated[bool, _opt("--offline", help="Offline throughput mode: each iteration submits all its requests at once (one pass over --dataset FILE), after one warm-up request, as a script calling llm.generate(prompts) per iteration measures. [default: on for vllm: targets given no load profile, else off]", panel=LOAD)] = False,
+    slo: Annotated[list[str] | None, _opt("--slo", help="Objective, repeatable: 'ttft_p99_ms<=500' (percentile) or 'tpot_ms<=50' (per request; goodput). [default: none]", panel=OUT)] = None,
     out: Annotated[Path | None, _opt("--out", "-o", help="Results directory. [default: runs/<date-time>]", panel=OUT)] = None,
     overwrite: Annotated[bool, _opt("--overwrite", help="Replace the results already in --out (otherwise refused).", panel=OUT)] = False,
-    scenario: Annotated[Path | None, _opt("--scenario", help="YAML file with any of these options (flags win).", panel=OUT)] = None,
+    scenario: Annotated[Path | None, _opt("--scenario", help="YAML file with any of these options (flags win). [default: none]", panel=OUT)] = None,
     quiet: Annotated[bool, _opt("--quiet", "-q", help="Print only the results directory and SLO verdicts.", panel=OUT)] = False,
     plain: Annotated[bool, _opt("--plain", help="No live view or colour: plain lines, for CI logs.", panel=OUT)] = False,
-    html: Annotated[Path | None, _opt("--html", help="Also write a self-contained HTML report to FILE at the end (also when interrupted; needs the 'report' extra).", panel=OUT, metavar="FILE")] = None,
+    html: Annotated[Path | None, _opt("--html", help="Also write a self-contained HTML report to FILE at the end (also when interrupted). [default: none]", panel=OUT, metavar="FILE")] = None,
     quality: Annotated[bool, _opt("--quality", help="After the speed run, send the quality probe (see `tokspeed quality`) to the same target and add its accuracy per category to run.json ('quality') and the printout. HTTP targets only.", panel=OUT)] = False,
     server_metrics: Annotated[str | None, _opt("--server-metrics", help="Prometheus endpoint of the server to scrape during the run (vLLM, SGLang, TGI, llama.cpp), or 'off'. [default: the target's /metrics, if it answers]", panel=TELEMETRY, metavar="URL|off")] = None,
     telemetry_interval: Annotated[str | None, _opt("--telemetry-interval", help="Time between telemetry samples (GPU, client, server): 0.25, 250ms, 1s. [default: 0.25 s]", panel=TELEMETRY, metavar="SECONDS")] = None,
     no_telemetry: Annotated[bool, _opt("--no-telemetry", help="Sample nothing beside the load: no telemetry.jsonl, no GPU/client/server figures.", panel=TELEMETRY)] = False,
-    price_per_hour: Annotated[list[float] | None, _opt("--price-per-hour", help="Price of one GPU-hour (any currency; repeatable): print what the measured throughput costs (see `tokspeed cost`).", panel=OUT, metavar="PRICE")] = None,
+    price_per_hour: Annotated[list[float] | None, _opt("--price-per-hour", help="Price of one GPU-hour (any currency; repeatable): print what the measured throughput costs (see `tokspeed cost`). [default: none]", panel=OUT, metavar="PRICE")] = None,
     gpus: Annotated[int | None, _opt("--gpus", help="GPUs serving the target, each paid --price-per-hour. [default: 1]", panel=OUT, min=1)] = None,
     dtype: ef.Dtype = None,
     device: ef.Device = None,
@@ -114,18 +116,18 @@ def run(
     quantization: ef.Quantization = None,
     kv_cache_dtype: ef.KvCacheDtype = None,
     load_format: ef.LoadFormat = None,
-    multi_turn: Annotated[int | None, _opt("--multi-turn", help="Conversations of TURNS turns: each turn sends the whole history with the model's real answers; --requests then counts conversations, --concurrency N runs N users. Reports TTFT per turn (prefix caching shows as later turns' lower TTFT).", panel=CONVERSATIONS, min=1, metavar="TURNS")] = None,
+    multi_turn: Annotated[int | None, _opt("--multi-turn", help="Conversations of TURNS turns: each turn sends the whole history with the model's real answers; --requests then counts conversations, --concurrency N runs N users. Reports TTFT per turn (prefix caching shows as later turns' lower TTFT). [default: off: single requests]", panel=CONVERSATIONS, min=1, metavar="TURNS")] = None,
     think_time: Annotated[str | None, _opt("--think-time", help="Pause between an answer and the next turn: 2s (constant), exponential:2s (mean), uniform:1s,3s. [default: 0]", panel=CONVERSATIONS)] = None,
-    conversation_rate: Annotated[float | None, _opt("--conversation-rate", help="With --multi-turn: start new conversations at this rate per second (open loop, --arrival applies; --max-concurrency caps requests in flight) instead of a closed loop of users.", panel=CONVERSATIONS, min=0)] = None,
-    shared_prefix_groups: Annotated[int | None, _opt("--shared-prefix-groups", help="K groups of requests sharing a prefix (a system prompt or document; chat: a system message, completions: the first line), to measure prefix caching. Reports TTFT for shared vs unique prefixes and the server's cached tokens.", panel=CONVERSATIONS, min=1, metavar="K")] = None,
+    conversation_rate: Annotated[float | None, _opt("--conversation-rate", help="With --multi-turn: start new conversations at this rate per second (open loop, --arrival applies; --max-concurrency caps requests in flight) instead of a closed loop of users. [default: none: a closed loop of users]", panel=CONVERSATIONS, min=0)] = None,
+    shared_prefix_groups: Annotated[int | None, _opt("--shared-prefix-groups", help="K groups of requests sharing a prefix (a system prompt or document; chat: a system message, completions: the first line), to measure prefix caching. Reports TTFT for shared vs unique prefixes and the server's cached tokens. [default: off: no shared prefixes]", panel=CONVERSATIONS, min=1, metavar="K")] = None,
     shared_prefix_tokens: Annotated[int | None, _opt("--shared-prefix-tokens", help="Length of each shared prefix, tokens. [default: 1024]", panel=CONVERSATIONS, min=1)] = None,
     prefix_reuse: Annotated[float | None, _opt("--prefix-reuse", help="Share of requests that reuse a group's prefix; the rest get a unique prefix of the same length (uncached by design). [default: 1.0]", panel=CONVERSATIONS, min=0, max=1)] = None,
-    trace: Annotated[str | None, _opt("--trace", help="Replay a timestamped trace: each request at its trace time (÷ --trace-speed), with the trace's input and output lengths (synthetic prompts; Mooncake hash_ids become shared prefix blocks). JSONL {timestamp_s, input_tokens, output_tokens[, prompt]} or the public Mooncake, BurstGPT and Azure LLM inference formats. Schedule lag is reported as send lateness.", panel=SCHEDULED, metavar="FILE")] = None,
+    trace: Annotated[str | None, _opt("--trace", help="Replay a timestamped trace: each request at its trace time (÷ --trace-speed), with the trace's input and output lengths (synthetic prompts; Mooncake hash_ids become shared prefix blocks). JSONL {timestamp_s, input_tokens, output_tokens[, prompt]} or the public Mooncake, BurstGPT and Azure LLM inference formats. Schedule lag is reported as send lateness. [default: off]", panel=SCHEDULED, metavar="FILE")] = None,
     trace_format: Annotated[str | None, _opt("--trace-format", help="auto, tokspeed, mooncake, burstgpt or azure. [default: auto, from the file]", panel=SCHEDULED)] = None,
     trace_speed: Annotated[float | None, _opt("--trace-speed", help="Replay speed: 2 sends the trace twice as fast (gaps halved). [default: 1]", panel=SCHEDULED)] = None,
-    trace_window: Annotated[str | None, _opt("--trace-window", help="Replay only START:END of trace time, e.g. 60s:180s (either side may be empty).", panel=SCHEDULED)] = None,
-    stages: Annotated[str | None, _opt("--stages", help="Open-loop stages back to back, each reported on its own: 'warm:rate=2:30s,steady:rate=8:60s,spike:rate=20:10s,cool-down:rate=2:30s' (names optional; --arrival applies). concurrency=N:30s stages run one closed loop whose width changes.", panel=SCHEDULED)] = None,
-    ramp: Annotated[str | None, _opt("--ramp", help="Rate ramp: rate=1..20:60s rises linearly (reported in 5 windows; :windows=N), rate=1..20:60s:steps=5 in 5 equal steps; concurrency=1..32:60s[:steps=N] steps a closed loop.", panel=SCHEDULED)] = None,
+    trace_window: Annotated[str | None, _opt("--trace-window", help="Replay only START:END of trace time, e.g. 60s:180s (either side may be empty). [default: the whole trace]", panel=SCHEDULED)] = None,
+    stages: Annotated[str | None, _opt("--stages", help="Open-loop stages back to back, each reported on its own: 'warm:rate=2:30s,steady:rate=8:60s,spike:rate=20:10s,cool-down:rate=2:30s' (names optional; --arrival applies). concurrency=N:30s stages run one closed loop whose width changes. [default: off]", panel=SCHEDULED)] = None,
+    ramp: Annotated[str | None, _opt("--ramp", help="Rate ramp: rate=1..20:60s rises linearly (reported in 5 windows; :windows=N), rate=1..20:60s:steps=5 in 5 equal steps; concurrency=1..32:60s[:steps=N] steps a closed loop. [default: off]", panel=SCHEDULED)] = None,
     token_audit: Annotated[bool, _opt("--token-audit", help="Keep every response's text in requests.jsonl and audit the output token counts: usage vs --tokenizer, tokens per chunk, requests stopped before max_tokens (run.json: benchmarks[].token_audit).", panel=OUT)] = False,
 ) -> int:
     return dispatch(dict(locals()), Mode())
@@ -145,6 +147,7 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
               concurrency: str | None, rate: str | None, arrival: Any, burstiness: float | None, exact_rate: bool | None,
               max_concurrency: int | None, workers: str | None, requests: int | None, duration: str | None, warmup: str | None,
               max_error_rate: float | None, iterations: int | None, slo: list[str] | None, out: Path | None,
+              offline: bool = False,
               overwrite: bool, scenario: Path | None, quiet: bool, plain: bool, html: Path | None,
               server_metrics: str | None, telemetry_interval: str | None, no_telemetry: bool,
               price_per_hour: list[float] | None, gpus: int | None, quality: bool = False,
@@ -203,6 +206,7 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         "duration_s": parse_duration(duration) if duration else None,
         **warmup_fields(warmup),
         "iterations": iterations,
+        "offline": True if offline else None,
         "max_error_rate": max_error_rate,
         "slo": slo or None,
         "out": out,
@@ -236,6 +240,10 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         cfg = cfg.model_copy(update={"dataset": "synthetic"})
     targets = [_normalise_target(t) for t in target] if target else [None]
     plan = mode.plan(sweep, targets, cfg)
+    check_offline(cfg, cfg.model_fields_set)
+    if cfg.offline and plan is not None:
+        raise ConfigError("--offline measures one load point, not a sweep or a capacity search",
+                          hint="drop --offline, or run one point with tokspeed run")
     check_workers(cfg, targets)
     if quality:
         from tokspeed.cli.quality_cmd import check_run_target
@@ -254,10 +262,7 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
         is_embedded_target,
     )
     from tokspeed.backends.local_target import engine_kind
-    from tokspeed.backends.vllm_offline.defaults import (
-        describe_offline,
-        offline_defaults,
-    )
+    from tokspeed.load.passes import PROFILE_FIELDS, dataset_passes, describe_offline
     from tokspeed.cli.exit_codes import exit_code_for
     from tokspeed.cli.fdlimit import ensure_fd_limit
     from tokspeed.cli.report_exports import prepare_run_html, write_run_html
@@ -265,6 +270,7 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
     from tokspeed.reports.console import Console
     from tokspeed.runner.run import execute_points, single_point
 
+    given = cfg.model_fields_set  # what the user set, before any target's defaults
     embedded = is_embedded_target(cfg.target)  # no --target: the embedded model on this CPU
     if embedded:
         cfg = embedded_defaults(cfg)
@@ -272,9 +278,10 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
     out_dir = cfg.out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
     html_plan = prepare_run_html(html)  # a bad path or a missing extra fails before the run
     workload = build_workload(cfg)
-    offline_vllm = engine_kind(cfg.target) == "vllm" and plan is None
-    if offline_vllm:  # the seed's offline throughput run unless a load profile was given
-        cfg = offline_defaults(cfg, workload.describe())
+    vllm = engine_kind(cfg.target) == "vllm"
+    offline = plan is None and (cfg.offline or (vllm and not PROFILE_FIELDS & given))  # vllm: offline unless a profile is given
+    if plan is None:  # one pass over a prompt file per iteration; the offline mode submits it at once
+        cfg = dataset_passes(cfg, workload.describe(), given, offline=offline)
 
     def build(point_cfg: RunConfig) -> Any:
         point_workload = workload if point_cfg is cfg else build_workload(point_cfg)
@@ -285,8 +292,8 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
     console.starting(cfg, out_dir)
     if embedded and not quiet:
         console.out.print(f"Measuring the {describe_plan(cfg)}")
-    if offline_vllm and not quiet:
-        console.out.print(f"Measuring {describe_offline(cfg)}")
+    if offline and not quiet:
+        console.out.print(f"Measuring {describe_offline(cfg, vllm)}")
     choice = choose_workers(cfg)
     if choice.count != cfg.client_workers and not quiet:  # auto, or fewer than asked: say what and why
         per_point = " for the first load point; each point chooses its own" if plan is not None else ""

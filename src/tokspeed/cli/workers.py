@@ -26,7 +26,7 @@ from typing import Any
 from tokspeed.config import RunConfig
 from tokspeed.errors import ConfigError
 
-STREAMS_PER_WORKER = 256  # --workers auto: one client process per this many streams (see the README)
+STREAMS_PER_WORKER = 256  # --workers auto: one client process per this many streams (docs/scaling.md says why)
 WORKER_COMMAND = (sys.executable, "-m", "tokspeed.cli.client_worker")
 
 

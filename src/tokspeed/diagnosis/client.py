@@ -9,6 +9,11 @@ Fires, per load point, when any of these holds:
   so timestamps carry the client's own delay;
 * tokspeed's process CPU mean ≥ `client_cpu_pct` (100 = one core; the event
   loop runs on one thread).
+
+The last two are not judged for an in-process target (embedded, hf:, vllm:): its engine runs in
+tokspeed's own process, so that process's CPU is the engine's work, and its tokens are stamped by
+the engine's thread as they are generated, not by the event loop — neither says the client held
+the measurement back, and no advice about the client would apply.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from tokspeed.diagnosis.scopes import Scope, telemetry_scopes
 from tokspeed.diagnosis.thresholds import Thresholds
 from tokspeed.results import Benchmark, RunResult
 
+IN_PROCESS = frozenset({"embedded", "hf", "vllm"})  # target kinds whose engine shares tokspeed's process
 ADVICE = (
     "the numbers understate the server: give the client more room — run tokspeed on an idle machine "
     "(not the server's host), close other load, install uvloop, lower --rate/--concurrency per process "
@@ -57,7 +63,7 @@ def _schedule_lag(index: int, bench: Benchmark, t: Thresholds) -> Finding | None
 
 def _client_telemetry(scope: Scope, t: Thresholds) -> Finding | None:
     client = scope.telemetry.client
-    if client is None:
+    if client is None or scope.target.get("kind") in IN_PROCESS:
         return None
     lag, cpu = client.loop_lag_ms.p99, client.process_cpu_pct.mean
     causes = []

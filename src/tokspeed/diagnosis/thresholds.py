@@ -1,4 +1,4 @@
-"""Every threshold the diagnosis rules use, in one place (README: *Diagnosis* lists them).
+"""Every threshold the diagnosis rules use, in one place (docs/diagnosis.md lists them).
 
 Rules receive a `Thresholds`; tests pass their own to move a boundary. The
 defaults follow the seed article where it gives a number (5–10% run-to-run

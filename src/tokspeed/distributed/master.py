@@ -1,6 +1,6 @@
 """What a Locust master's run.json says: the profile, config, target and workload of a distributed run.
 
-How Locust's load maps onto tokspeed's profiles (README "Distributed load with Locust"):
+How Locust's load maps onto tokspeed's profiles (docs/scaling.md, "Distributed load with Locust"):
 - U users, no rate: profile `concurrency` U, a closed loop: each user sends its next request
   as soon as the previous one ended, exactly like `tokspeed run --concurrency U`.
 - U users and `--rate R`: profile `rate` R with constant arrivals and at most U in flight: each

@@ -3,7 +3,7 @@
 `tokspeed report DIR --as vllm|aiperf|guidellm` recomputes, from the same raw
 request records, the numbers each peer benchmark tool would have printed, so a
 user can reproduce a figure seen elsewhere and see why it differs from
-tokspeed's (see README, "Compatibility views").
+tokspeed's (docs/numbers.md, "Compatibility views").
 
 Each tool is a small set of pure functions over one `RequestRecord` (seconds
 in, milliseconds out) plus a view builder. Every function names the peer's

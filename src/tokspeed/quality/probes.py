@@ -184,7 +184,7 @@ def parse_probes(text: str, source: str) -> ProbeSet:
         seen_ids[item.id] = seen_prompts[prompt] = lineno
         items.append(item)
     if not items:
-        raise ConfigError(f"{source} holds no probe items", hint="one JSON object per line; see README 'Quality probe'")
+        raise ConfigError(f"{source} holds no probe items", hint="one JSON object per line; see docs/quality.md")
     return ProbeSet(source=source, items=items)
 
 
@@ -202,4 +202,4 @@ def _parse_line(line: str, lineno: int, source: str) -> ProbeItem:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first.get("loc", ())) or "item"
         msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
-        raise ConfigError(f"{where}: {loc}: {msg}", hint="see README 'Quality probe' for the item format") from exc
+        raise ConfigError(f"{where}: {loc}: {msg}", hint="the item format is in docs/quality.md") from exc

@@ -27,7 +27,7 @@ def cold_of(target: dict[str, Any] | None) -> dict[str, Any] | None:
 def start_line(cold: dict[str, Any]) -> str:
     """How the start divided: loading, the engine's warm-up, the rest."""
     warm = f" + engine warm-up {_s(cold.get('warmup_s'))}" if cold.get("warmup_s") is not None else ""
-    return (f"Cold start  model load {_s(cold.get('load_s'))}{warm} + other {_s(cold.get('other_s'))} "
+    return (f"Cold start  model load {_s(cold.get('load_s'))}{warm} + imports and start-up {_s(cold.get('other_s'))} "
             f"= {_s(cold.get('start_s'))} before the first request could be sent")
 
 

@@ -2,8 +2,8 @@
 
 plotly.js is inlined from the plotly package (`plotly.offline.get_plotlyjs()`),
 the figures are JSON in the page, and jinja2 fills the templates in
-`reports/templates/`. Both libraries come with the `report` extra and are
-imported only here, only when a report is rendered.
+`reports/templates/`. Both libraries are core dependencies, imported only here,
+only when a report is rendered.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tokspeed.results import RunResult
 if TYPE_CHECKING:
     from tokspeed.compare import RunData
 
-INSTALL_HINT = "install the HTML report's dependencies: pip install 'tokspeed[report]' (plotly and jinja2)"
+INSTALL_HINT = "plotly and jinja2 are dependencies of tokspeed: reinstall it with pip install -e ."
 
 
 def require_html() -> None:

@@ -117,7 +117,7 @@ def _benchmark(bench: Benchmark, records: list[RequestRecord] | None, figs: Figu
             charts.append(figs.add("Over time", fg.timeline_figure(tl), "Output tokens per second and the average number of requests in flight, per time bin."))
         charts.append(figs.add("TTFT vs input tokens", fg.scatter_figure(samples.input_tokens, samples.ttft_ms),
                                "Each point is a request: prefill time grows with the prompt; queueing shows as a vertical spread."))
-    charts.append(figs.add("Per-iteration stability", fg.iterations_figure(bench), "The seed article's rule of thumb: 5–10% spread between rounds is normal."))
+    charts.append(figs.add("Per-iteration stability", fg.iterations_figure(bench), "Rule of thumb: 5–10% spread between iterations is normal; more is a warning."))
     return {
         "name": bench.name,
         "profile": _profile_text(bench),

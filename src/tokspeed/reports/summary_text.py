@@ -105,7 +105,7 @@ def _left_out(partial: list[int]) -> str:
 
 
 def iteration_lines(bench: Benchmark) -> list[str]:
-    """The seed's per-round printout: total time, tokens generated, TPS, mean latency."""
+    """One line per iteration (total time, tokens generated, tok/s, mean latency), then their spread."""
     lines = []
     for it in bench.iterations:
         s = it.summary
@@ -128,9 +128,20 @@ def iteration_lines(bench: Benchmark) -> list[str]:
             lines.append(
                 f"Averaged over {a.n} iterations{_left_out(a.partial)}: {fmt(tps.mean)} ± {fmt(tps.stdev)} tok/s "
                 f"(CV {fmt((tps.cv or 0) * 100, 1)}%, 95% CI {fmt(tps.ci95_low)}–{fmt(tps.ci95_high)}, {a.verdict})"
-                + (f" · mean latency {fmt(_s(e2e.mean), 3)} s" if e2e is not None and e2e.mean is not None else "")
+                + (_latency_across(e2e) if e2e is not None and e2e.mean is not None else "")
             )
     return lines
+
+
+def _latency_across(e2e: Any) -> str:
+    """` · mean latency 2.612 ± 0.003 s (95% CI 2.604–2.620)`: the per-iteration mean E2E, with its spread."""
+    text = f" · mean latency {fmt(_s(e2e.mean), 3)}"
+    if e2e.stdev is not None:
+        text += f" ± {fmt(_s(e2e.stdev), 3)}"
+    text += " s"
+    if e2e.ci95_low is not None and e2e.ci95_high is not None:
+        text += f" (95% CI {fmt(_s(e2e.ci95_low), 3)}–{fmt(_s(e2e.ci95_high), 3)})"
+    return text
 
 
 def _s(ms: float | None) -> float | None:

@@ -1,8 +1,8 @@
 """The built-in prompt set: read lazily from `data/builtin_prompts.json`.
 
-The set opens with the seed article's eight Chinese prompts (its `prompts.json`,
-verbatim with punctuation restored) and adds realistic chatbot and engineering
-requests in Chinese and English, from one-line questions to several paragraphs
+The set opens with the eight Chinese prompts of the classic `prompts.json`
+example (verbatim with punctuation restored) and adds realistic chatbot and
+engineering requests in Chinese and English, from one-line questions to several paragraphs
 of pasted context (logs, code, notes), so prompt lengths vary the way real
 traffic does. Each entry carries an id, its language (`zh`/`en`), a category
 and where it came from (`seed` or `tokspeed`).
@@ -30,7 +30,7 @@ class BuiltinPrompt:
 
 
 def builtin_prompts() -> tuple[BuiltinPrompt, ...]:
-    """Every built-in prompt with its metadata, in file order (the seed's eight first)."""
+    """Every built-in prompt with its metadata, in file order (the eight `prompts.json` ones first)."""
     ref = resources.files("tokspeed.workload") / "data" / _DATA_FILE
     try:
         data = json.loads(ref.read_text(encoding="utf-8"))

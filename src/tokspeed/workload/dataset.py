@@ -2,7 +2,7 @@
 
 Order: request i takes position i mod n of pass i // n, and every pass sends every
 item exactly once. A file keeps its own order (eight prompts and eight requests
-send each prompt once, in the file's order, as the seed article's script does);
+send each prompt once, in the file's order, as a prompts-file benchmark script does);
 a shuffled source (the built-in set, or a file when asked) permutes each pass with
 a generator seeded by (seed, pass), so a short run still sees a representative mix.
 

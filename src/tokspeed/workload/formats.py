@@ -2,7 +2,7 @@
 
 Entries, whatever file they came from:
 
-- a string: the prompt itself (the seed article's `prompts.json`);
+- a string: the prompt itself (a `prompts.json` list of strings);
 - an object with `prompt` (or `text`, `question`), or with `messages` in the
   OpenAI chat format (`messages` wins when both are present), and an optional
   `max_tokens`;

@@ -1,11 +1,11 @@
 """VLLMBackend: the Backend protocol over vLLM's offline engine, in-process (`--target vllm:PATH`).
 
-The seed's script, measured per request: `LLM(model=PATH, <engine flags>)`
+A `llm.generate(prompts)` benchmark script, measured per request: `LLM(model=PATH, <engine flags>)`
 is built in a worker thread (see engine.py), and every request tokspeed sends
 becomes one `add_request` to its engine, batched with whatever else is in
 flight (continuous batching, as in `llm.generate`). With the default load for
-vllm: targets (see defaults.py) all requests of an iteration are submitted at
-once, as the seed's `llm.generate(prompts, sampling_params)` does.
+vllm: targets (tokspeed.load.passes) all requests of an iteration are submitted at
+once, as `llm.generate(prompts, sampling_params)` does.
 
 Records are filled as the HTTP backend fills them: `sent_ns` when the request
 is handed to the worker (tokenising and queueing in the engine count in TTFT,

