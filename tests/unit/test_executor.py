@@ -78,7 +78,10 @@ async def test_open_loop_keeps_its_schedule_despite_slow_responses() -> None:
     recs.sort(key=lambda r: r.index)
     sched = [r.scheduled_ns - recs[0].scheduled_ns for r in recs]
     assert sched == [i * 10_000_000 for i in range(10)]
-    assert max(r.sent_ns - r.scheduled_ns for r in recs) < 5_000_000  # not delayed by the 200 ms responses
+    # not delayed by the 200 ms responses: a send that waited for one would be >= 190 ms late, while a
+    # loaded 2-core machine descheduling the loop now and then costs a few ms (6.6 ms seen under load 10)
+    lateness = sorted(r.sent_ns - r.scheduled_ns for r in recs)
+    assert lateness[-1] < 100_000_000 and lateness[len(lateness) // 2] < 5_000_000, lateness
 
 
 async def test_open_loop_sends_on_time_never_early() -> None:
