@@ -235,11 +235,11 @@ def test_ratio_is_np_mean_not_the_clamped_distribution_mean() -> None:
     """Equal decode speeds: Σ/n rounds above the value, which Distribution.mean would clamp; the ratio must not."""
     ms = NS_PER_MS
     recs = [RequestRecord(index=i, iteration=1, warmup=False, scheduled_ns=0, sent_ns=10 * ms,
-                          first_token_ns=11 * ms, end_ns=11 * ms + 30 * ms, chunk_ns=[11 * ms] * 3, output_tokens=3,
+                          first_token_ns=11 * ms, end_ns=11 * ms + 30 * ms, chunk_ns=[11 * ms] * 4, output_tokens=4,
                           server_timing={"prefill_ms": 0.1, "decode_ms": 1.8}) for i in range(3)]
     s = summarize_server_timing(recs)
     assert s == _old_server_timing(recs) and s is not None and s.decode_speed_ratio is not None
-    speed = 3 * 1000.0 / 1.8
+    speed = 3 * 1000.0 / 1.8  # the 3 tokens after the first over 1.8 ms
     assert float(np.mean([speed] * 3)) != speed  # the case: 1666.6666666666665 averages to ...67
     assert s.server_decode_tokens_per_s.mean == speed  # clamped into [min, max]
 
