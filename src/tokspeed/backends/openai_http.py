@@ -47,6 +47,7 @@ from tokspeed.backends.exchange import (
     bad_event,
     bad_json,
     bad_shape,
+    cannot_reach,
     error_message,
     error_object_text,
     fail,
@@ -145,10 +146,7 @@ class OpenAIHTTPBackend(PooledHTTPBackend["_Response"]):
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             if quiet:
                 raise TargetError(str(exc)) from exc
-            raise TargetError(
-                f"cannot reach {url}: {exc or type(exc).__name__}",
-                hint="is the server running? check --target, e.g. http://127.0.0.1:8000/v1",
-            ) from exc
+            raise cannot_reach(url, exc, "is the server running? check --target, e.g. http://127.0.0.1:8000/v1") from exc
 
     async def _probe(self) -> bool:
         """Send a 1-token request to check the target works; False if it refuses stream_options."""
@@ -175,10 +173,7 @@ class OpenAIHTTPBackend(PooledHTTPBackend["_Response"]):
             async with self._session.post(self._url, data=orjson.dumps(self.probe_body())) as resp:
                 return resp.status, await resp.text(errors="replace")
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise TargetError(
-                f"cannot reach {self._url}: {exc or type(exc).__name__}",
-                hint="is the server running? check --target, e.g. http://127.0.0.1:8000/v1",
-            ) from exc
+            raise cannot_reach(self._url, exc, "is the server running? check --target, e.g. http://127.0.0.1:8000/v1") from exc
 
     # requests ---------------------------------------------------------------
     def _body(self, spec: RequestSpec) -> dict[str, Any]:
