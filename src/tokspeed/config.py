@@ -41,6 +41,9 @@ RETRY_AFTER_CAP_S = 30.0  # the longest Retry-After honoured (and the backoff's 
 RETRY_BACKOFF_S = 0.5  # without Retry-After: wait 0.5 s, 1 s, 2 s, ... between attempts
 MAX_ERROR_RATE_MIN_REQUESTS = 20  # --max-error-rate is judged once this many measured requests finished
 MAX_CLIENT_WORKERS = 256  # --workers N: at most this many client processes
+MAX_COUNT = 1_000_000_000  # --requests, --warmup, --iterations: more is a typo (and past what JSON tools read exactly)
+MAX_SEED = 2**63 - 1  # numpy seeds and run.json (a 64-bit integer)
+REFUSED_HEADERS = ("content-length", "transfer-encoding", "host")  # tokspeed frames each request itself
 SAMPLE_OUTPUTS = 3  # records that keep their full output text (for the console sample)
 DEFAULT_TELEMETRY_INTERVAL_S = 0.25  # GPU, client and server samples, 4 per second
 SECRET_HEADERS = ("authorization", "api-key", "x-api-key", "proxy-authorization", "cookie")
@@ -94,6 +97,49 @@ def parse_workers(value: Any) -> int | Literal["auto"]:
     return n
 
 
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # an HTTP header name (RFC 9110 token)
+
+
+def header_problem(name: str, value: str) -> str | None:
+    """Why `name: value` cannot be sent as a request header, or None. Never quotes the value (it may be a secret)."""
+    if not _TOKEN.match(name):
+        return f"header name {name!r} is not an HTTP token (letters, digits and !#$%&'*+-.^_`|~ only)"
+    if name.lower() in REFUSED_HEADERS:
+        return f"header {name} is set by tokspeed itself (it frames every request and names the host from --target)"
+    return value_problem(f"header {name}'s value", value)
+
+
+def value_problem(what: str, value: str) -> str | None:
+    """Why `value` cannot be a header value (a line break, a control character, not latin-1), or None."""
+    for i, ch in enumerate(value):
+        if ch in "\r\n\0" or (ord(ch) < 32 and ch != "\t") or ord(ch) == 127:
+            return f"{what} holds a line break or control character (at character {i + 1})"
+        if ord(ch) > 255:
+            return f"{what} holds {ch!r} (character {i + 1}), which an HTTP/1.1 header cannot carry (latin-1 only)"
+    return None
+
+
+def http_url_problem(url: str, *, query_ok: bool = False) -> str | None:
+    """Why `url` is not a usable http(s) base URL, or None (surrounding whitespace is the caller's to strip)."""
+    from urllib.parse import urlsplit
+
+    for i, ch in enumerate(url):
+        if ch.isspace() or ord(ch) < 32 or ord(ch) == 127:
+            return f"holds whitespace or a control character (at character {i + 1})"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # "http://[::1/v1", a port past 65535 or not a number
+        return f"is not an http(s) URL ({exc})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "is not an http(s) URL"
+    if port == 0:
+        return "names port 0, where no server listens"
+    if not query_ok and (parts.query or parts.fragment or url.endswith(("?", "#"))):
+        return "has a query (?…) or fragment (#…): tokspeed appends the API's path to the URL, so it would be lost"
+    return None
+
+
 class RunConfig(BaseModel):
     """Everything a run needs. Field docs double as the scenario-file reference."""
 
@@ -115,8 +161,8 @@ class RunConfig(BaseModel):
     retries: int = Field(0, ge=0, le=100, description="retry HTTP 429/503 answers this many times (Retry-After honoured)")
 
     # sampling
-    temperature: float | None = None
-    top_p: float | None = None
+    temperature: float | None = Field(None, ge=0, allow_inf_nan=False, description="sampling temperature (sent only when given)")
+    top_p: float | None = Field(None, gt=0, le=1, description="nucleus sampling top_p, in (0, 1] (sent only when given)")
     stop: list[str] = Field(default_factory=list)
 
     # workload
@@ -124,7 +170,7 @@ class RunConfig(BaseModel):
     input_tokens: str | None = Field(None, description="synthetic prompt length: N, uniform:a,b, normal:m,sd")
     output_tokens: str = Field(DEFAULT_OUTPUT_TOKENS, description="max_tokens per request: N or a distribution")
     tokenizer: str | None = Field(None, description="local tokenizer.json or model dir for exact counts")
-    seed: int = Field(0, description="seeds prompt sampling and arrival times")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="seeds prompt sampling and arrival times")
     images: int = Field(0, ge=0, le=64, description="synthetic images attached to each chat request (image_url parts)")
     image_size: str = Field("512x512", description="pixel size of each synthetic image, WIDTHxHEIGHT")
 
@@ -144,13 +190,13 @@ class RunConfig(BaseModel):
     )
 
     # limits
-    requests: int | None = Field(None, ge=1)
+    requests: int | None = Field(None, ge=1, le=MAX_COUNT)
     duration_s: float | None = Field(None, gt=0)
-    warmup: int | None = Field(None, ge=0, description="warm-up requests; default one per stream")
+    warmup: int | None = Field(None, ge=0, le=MAX_COUNT, description="warm-up requests; default one per stream")
     warmup_s: float | None = Field(
         None, gt=0, description="warm-up held at the load for this long before the measured requests (instead of warm-up requests)"
     )
-    iterations: int = Field(1, ge=1)
+    iterations: int = Field(1, ge=1, le=MAX_COUNT)
     offline: bool = Field(
         False, description="offline throughput: every request of an iteration submitted at once, after one warm-up request"
     )
@@ -239,10 +285,42 @@ class RunConfig(BaseModel):
     def _metrics_url(cls, v: str | None) -> str | None:
         if v is None or v.strip().lower() == "off":
             return None if v is None else "off"
-        if not v.startswith(("http://", "https://")):
+        v = v.strip()
+        problem = http_url_problem(v, query_ok=True) if v.startswith(("http://", "https://")) else "is not an http(s) URL or 'off'"
+        if problem:
             from tokspeed.backends.redact import redact_url
 
-            raise ValueError(f"server_metrics (--server-metrics) must be an http(s) URL or 'off', not {redact_url(v)!r}")
+            raise ValueError(f"server_metrics (--server-metrics) {redact_url(v)!r} {problem}")
+        return v
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _target_url(cls, v: Any) -> Any:
+        if not isinstance(v, str) or not v.strip().startswith(("http://", "https://")):
+            return v  # embedded, hf:PATH, vllm:PATH (checked where they are loaded)
+        v = v.strip()  # a pasted trailing space would end up in the request line
+        problem = http_url_problem(v)
+        if problem:
+            from tokspeed.backends.redact import redact_url
+
+            raise ValueError(f"target (--target) {redact_url(v)!r} {problem}")
+        return v
+
+    @field_validator("headers")
+    @classmethod
+    def _sendable_headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            problem = header_problem(name, value)
+            if problem:
+                raise ValueError(problem)
+        return v
+
+    @field_validator("api_key")
+    @classmethod
+    def _sendable_key(cls, v: SecretStr | None) -> SecretStr | None:
+        problem = value_problem("the API key", v.get_secret_value()) if v is not None else None
+        if problem:
+            raise ValueError(problem)
         return v
 
     @field_validator("output_tokens", "input_tokens", mode="before")
@@ -275,6 +353,9 @@ class RunConfig(BaseModel):
             raise ValueError("--rate inf sends a request count at once, not a duration: give --requests N (and --max-concurrency to cap them)")
         if self.profile == "rate" and self.rate is None:
             raise ValueError("profile 'rate' needs rate: R")
+        if self.burstiness != 1.0 and self.arrival is not Arrival.GAMMA:
+            raise ValueError(f"burstiness (--burstiness) shapes gamma arrivals only; add --arrival gamma "
+                             f"(arrivals are {self.arrival.value})")
         if self.ttft_timeout_s is not None and not self.stream:
             raise ValueError("ttft_timeout (--ttft-timeout) needs a streamed response: drop --no-stream or it")
         if self.ttft_timeout_s is not None and self.ttft_timeout_s >= self.timeout_s:

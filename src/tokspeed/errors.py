@@ -4,6 +4,8 @@
     ├── ConfigError            bad flags, scenario file or values      (CLI exit 2)
     ├── WorkloadError          a dataset that cannot be read or used   (CLI exit 2)
     ├── TargetError            the target cannot be reached or used    (CLI exit 1)
+    │   └── UnreachableTarget  nothing answers at its address at start (refused, no
+    │                          such host, TLS handshake): --target is wrong (CLI exit 2)
     ├── BackendLost            the backend can no longer send (a client worker
     │   │                      process exited mid-run): the run stops  (CLI exit 1)
     │   └── TargetGone         the target refused every connection for a while after
@@ -36,6 +38,12 @@ class WorkloadError(TokspeedError):
 
 class TargetError(TokspeedError):
     exit_code = 1
+
+
+class UnreachableTarget(TargetError):
+    """No connection to the target at start: nothing listens there, the host does not resolve, TLS fails."""
+
+    exit_code = 2
 
 
 class BackendLost(TokspeedError):

@@ -75,7 +75,13 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("url-no-scheme", ["--target", "127.0.0.1:8000/v1"], 2, "not an http(s) URL"),
     ("url-malformed-ipv6", ["--target", "http://[::1/v1"], 2, "not an http(s) URL"),
     ("url-bad-port", ["--target", "http://127.0.0.1:99999/v1"], 2, "not an http(s) URL"),
-    ("url-refused", ["--target", "{refused}"], 1, "cannot reach"),
+    ("url-refused", ["--target", "{refused}"], 2, "cannot reach"),  # nothing listens: the --target is wrong
+    ("url-unresolvable", ["--target", "http://no-such-host.invalid/v1"], 2, "cannot reach"),
+    ("url-port-0", ["--target", "http://127.0.0.1:0/v1"], 2, "port 0"),
+    ("header-crlf", ["--target", "{sim}", "--api-key", KEY, "--header", "X-A: a\r\nX-B: b"], 2, "line break"),
+    ("header-not-latin-1", ["--target", "{sim}", "--api-key", KEY, "--header", "X-A: €"], 2, "latin-1"),
+    ("requests-2^63", ["--target", "{sim}", "--api-key", KEY, "--requests", str(2**63)], 2, "requests"),
+    ("seed-2^63", ["--target", "{sim}", "--api-key", KEY, "--seed", str(2**63)], 2, "seed"),
     ("url-wrong-path", ["--target", "{sim_root}/wrong", "--api-key", KEY], 1, "HTTP 404"),
     ("api-key-missing", ["--target", "{sim}"], 1, "HTTP 401"),
     ("api-key-wrong", ["--target", "{sim}", "--api-key", "sk-wrong-key-000"], 1, "HTTP 403"),
@@ -117,3 +123,20 @@ def test_bad_input_gives_one_error_line_and_the_right_exit_code(
 
 def test_the_table_is_big_enough() -> None:
     assert len(CASES) >= 20
+
+
+def test_a_trailing_space_in_the_target_is_dropped_not_sent(places: dict[str, str], tmp_path: Path) -> None:
+    """Issue 22: 'http://h/v1 ' passed discovery, then every request was 'POST /v1 /chat/completions'."""
+    p = run_cli("run", "--target", places["sim"] + " ", "--api-key", KEY, "--requests", "2", "--plain",
+                "--out", str(tmp_path / "out"), timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    records = (tmp_path / "out" / "requests.jsonl").read_text().splitlines()
+    assert len([r for r in records if '"warmup":false' in r]) == 2 and all('"status":"ok"' in r for r in records)
+
+
+def test_sim_on_a_busy_port_or_past_65535_says_so_and_exits_2(places: dict[str, str]) -> None:
+    busy = places["sim_root"].rsplit(":", 1)[1]
+    for port, needle in ((busy, "cannot listen on"), ("99999", "--port")):
+        p = run_cli("sim", "--port", port, timeout=60)
+        assert p.returncode == 2, p.stdout + p.stderr
+        assert "Traceback" not in p.stderr and needle in p.stderr, p.stderr

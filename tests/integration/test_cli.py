@@ -33,7 +33,7 @@ def test_no_target_benchmarks_the_embedded_default(tmp_path: Path) -> None:
 
 def test_unreachable_target_fails_fast_with_a_hint(tmp_path: Path) -> None:
     p = run_cli("run", "--target", f"http://127.0.0.1:{free_port()}/v1", "--out", str(tmp_path / "r"), timeout=30)
-    assert p.returncode == 1
+    assert p.returncode == 2  # nothing listens there: the --target is wrong (issue 22; was 1)
     assert "cannot reach" in p.stderr and "Hint:" in p.stderr
     result = load_json(tmp_path / "r" / "run.json")
     assert result["status"] == "failed" and "cannot reach" in result["error"]

@@ -81,6 +81,7 @@ def test_no_secret_of_any_channel_reaches_any_output(start_sim: Callable[..., Si
         for tool in ("report", "diagnose"):
             q = run_cli(tool, str(out))
             console[f"{name} {tool}"] = q.stdout + q.stderr
+    sim = start_sim(*SIM)
     wrong = run_cli("run", "--target", sim.url, "--api-key", WRONG_KEY, *common, "--out", str(tmp_path / "wrong"))
     console["wrong-key"] = wrong.stdout + wrong.stderr
     assert wrong.returncode == 1 and "HTTP 403" in wrong.stderr and "***" in wrong.stderr, wrong.stderr

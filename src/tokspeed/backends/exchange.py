@@ -36,7 +36,7 @@ from tokspeed.backends.http1 import (
 )
 from tokspeed.backends.redact import Redactor
 from tokspeed.backends.retry import reset_for_retry, retry_delay_s, retryable
-from tokspeed.errors import TargetError, TargetGone
+from tokspeed.errors import TargetError, TargetGone, UnreachableTarget
 from tokspeed.records import (
     Anomaly,
     ErrorKind,
@@ -207,8 +207,17 @@ def redact_error(record: RequestRecord, redact: Redactor) -> None:
 
 
 def redacted(exc: TargetError, redact: Redactor) -> TargetError:
-    """`exc` with its text redacted and cut, for raising in its place (`from None`)."""
-    return TargetError(redact(str(exc))[:TARGET_MESSAGE], hint=exc.hint)
+    """`exc` (of its own class) with its text redacted and cut, for raising in its place (`from None`)."""
+    return type(exc)(redact(str(exc))[:TARGET_MESSAGE], hint=exc.hint)
+
+
+def cannot_reach(url: str, exc: BaseException, hint: str) -> TargetError:
+    """The error of a discovery or probe request that got no answer; no connection at all (refused, no
+    such host, TLS) is an `UnreachableTarget` (exit 2: the --target names no server)."""
+    import aiohttp
+
+    kind = UnreachableTarget if isinstance(exc, aiohttp.ClientConnectorError) else TargetError
+    return kind(f"cannot reach {url}: {exc or type(exc).__name__}", hint=hint)
 
 
 async def prewarm(pool: Pool, pool_size: int, wanted: int | None) -> list[str]:

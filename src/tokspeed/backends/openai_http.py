@@ -47,6 +47,7 @@ from tokspeed.backends.exchange import (
     bad_event,
     bad_json,
     bad_shape,
+    cannot_reach,
     error_message,
     error_object_text,
     fail,
@@ -456,10 +457,7 @@ def unreachable(url: str, exc: BaseException, limit_s: float, probe: bool = Fals
                   "still loading its model; check its logs, and run again once it answers") if probe else
                  "the server accepted the connection but did not answer: check its logs and --target",
         )
-    return TargetError(
-        f"cannot reach {url}: {str(exc) or type(exc).__name__}",
-        hint="is the server running? check --target, e.g. http://127.0.0.1:8000/v1",
-    )
+    return cannot_reach(url, exc, "is the server running? check --target, e.g. http://127.0.0.1:8000/v1")
 
 
 def _hint_for_status(status: int) -> str:

@@ -19,7 +19,8 @@ from tokspeed.backends.engine_options import EngineOptions
 from tokspeed.cli import engine_flags as ef
 from tokspeed.cli.plans import Mode, Plan, float_value, int_value, sweep_request
 from tokspeed.cli.workers import check_workers, choose_workers
-from tokspeed.config import Api, Arrival, RunConfig, config_from_sources, parse_duration
+from tokspeed.backends.redact import redact_url
+from tokspeed.config import Api, Arrival, RunConfig, config_from_sources, http_url_problem, parse_duration
 from tokspeed.errors import ConfigError
 from tokspeed.load.passes import check_offline
 from tokspeed.load.setup import refuse_profile_flags
@@ -409,16 +410,14 @@ def _normalise_target(url: str) -> str:
         return normalise_embedded_target(url)
     if engine_kind(url) is not None:
         return normalise_engine_target(url)
-    try:
-        parts = urlsplit(url)
-        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port or 1) > 0
-    except ValueError:  # "http://[::1/v1", "http://host:port/v1", a port past 65535
-        valid = False
-    if not valid:
+    url = url.strip()  # a pasted trailing space would end up in the request line ("POST /v1 /chat/completions")
+    problem = http_url_problem(url)
+    if problem:
         raise ConfigError(
-            f"--target {url!r} is not an http(s) URL",
+            f"--target {redact_url(url)!r} {problem}",
             hint="use e.g. --target http://127.0.0.1:8000/v1, or hf:PATH / vllm:PATH for a local model directory",
         )
+    parts = urlsplit(url)
     path = parts.path.rstrip("/")
     if path == "":
         path = "/v1"

@@ -47,7 +47,7 @@ faults spare non-streamed requests.
 
 
 def sim(
-    port: Annotated[int, typer.Option("--port", "-p", help="TCP port (0 picks a free one).")] = 8001,
+    port: Annotated[int, typer.Option("--port", "-p", help="TCP port (0 picks a free one).", min=0, max=65535)] = 8001,
     host: Annotated[str, typer.Option("--host", help="Address to bind. Keep it on loopback.")] = "127.0.0.1",
     ttft_ms: Annotated[float, typer.Option("--ttft-ms", help="Time to first token, ms.", min=0)] = 50.0,
     itl_ms: Annotated[float, typer.Option("--itl-ms", help="Interval between tokens, ms.", min=0)] = 10.0,

@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from tokspeed.errors import ConfigError
 from tokspeed.sim.arrival import arrival_middleware, use_arrival_stamps
 from tokspeed.sim.auth import auth_middleware
 from tokspeed.sim.config import SimConfig, describe
@@ -83,7 +84,11 @@ async def _serve(cfg: SimConfig, host: str, port: int) -> None:
     use_arrival_stamps(runner)
     try:
         site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:  # the port is taken, the address is not this machine's, a port below 1024
+            raise ConfigError(f"cannot listen on {_base_url(host, port).removesuffix('/v1')}: {exc.strerror or exc}",
+                              hint="pick another --port (0 picks a free one), or stop what holds it") from None
         bound_port = _bound_port(runner, port)
         print(f"tokspeed sim listening on {_base_url(host, bound_port)} ({describe(cfg)})", flush=True)
         await _wait_for_stop_signal()

@@ -25,6 +25,7 @@ from tokspeed.errors import ConfigError
 
 LENGTH_FORMS = "N, uniform:MIN,MAX or normal:MEAN,SD (e.g. 256, uniform:128,512, normal:256,64)"
 LENGTH_HINT = f"use {LENGTH_FORMS}"
+MAX_LENGTH_TOKENS = 2_000_000  # past the longest context windows served; a 10^8-token prompt is gigabytes of text
 _SEED_MODULUS = 1 << 64  # SeedSequence takes non-negative entropy; negative seeds wrap
 
 
@@ -121,6 +122,8 @@ def _normal(parts: list[str], raw: str) -> NormalLength:
     mean, sd = (_finite(p, raw) for p in parts)
     if mean <= 0:
         raise _error(raw, "MEAN must be positive")
+    if mean > MAX_LENGTH_TOKENS:
+        raise _error(raw, f"MEAN is larger than {MAX_LENGTH_TOKENS:,} tokens")
     if sd < 0:
         raise _error(raw, "SD must not be negative")
     return NormalLength(mean, sd)
@@ -129,6 +132,8 @@ def _normal(parts: list[str], raw: str) -> NormalLength:
 def _positive_int(part: str, raw: str) -> int:
     if not (part.isascii() and part.isdigit()) or int(part) < 1:
         raise _error(raw, f"{part!r} is not a whole number >= 1")
+    if int(part) > MAX_LENGTH_TOKENS:
+        raise _error(raw, f"{part} is larger than {MAX_LENGTH_TOKENS:,} tokens (longer than any model's context)")
     return int(part)
 
 

@@ -31,6 +31,7 @@ from tokspeed.backends.exchange import (
     bad_event,
     bad_json,
     bad_shape,
+    cannot_reach,
     error_message,
     fail,
     joined,
@@ -106,10 +107,7 @@ class NativeHTTPBackend(PooledHTTPBackend["_NativeResponse"]):
                     return await resp.json(content_type=None)
                 text = await resp.text(errors="replace")
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
-            raise TargetError(
-                f"cannot reach {url}: {exc or type(exc).__name__}",
-                hint=f"is the server running? check --target (the server's root URL) and --api {self.protocol.name}",
-            ) from exc
+            raise cannot_reach(url, exc, f"is the server running? check --target (the server's root URL) and --api {self.protocol.name}") from exc
         if self.model is not None and not self.protocol.verifies_model:
             return None  # discovery is optional when the model is named (Triton checks it)
         raise TargetError(
@@ -126,10 +124,7 @@ class NativeHTTPBackend(PooledHTTPBackend["_NativeResponse"]):
             async with self._session.post(self._url, data=orjson.dumps(self.probe_body())) as resp:
                 status, text = resp.status, await resp.text(errors="replace")
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise TargetError(
-                f"cannot reach {self._url}: {exc or type(exc).__name__}",
-                hint="is the server running? check --target",
-            ) from exc
+            raise cannot_reach(self._url, exc, "is the server running? check --target") from exc
         if status >= 400:
             message = self._redact(f"probe request to {self._url} failed: HTTP {status}: {error_message(text)}")
             raise TargetError(message[:ERROR_SNIPPET], hint=f"check --target, --api {self.protocol.name} and --model")
