@@ -186,3 +186,24 @@ def test_reconnects_fire_when_kept_alive_connections_were_closed_and_not_for_a_f
     for r in warm:
         r.connect_duration_ns = 1_000_000  # warm-up connects are expected: not measured
     assert reconnects(point(warm), DEFAULT) == []
+
+
+def test_many_small_causes_make_the_point_critical_together() -> None:
+    """Issue 24: 19% failing over 9 causes, each ≤ 3%, gave only warnings and `--fail-on critical` passed."""
+    records = many(81)
+    for c in range(9):
+        n = 3 if c < 1 else 2  # 3 + 8 × 2 = 19 failures, each cause ≤ 3% of 100
+        records += [failed(100 + 10 * c + k, ErrorKind.HTTP, f"HTTP {500 + c}: cause {chr(65 + c)}", 500 + c)
+                    for k in range(n)]
+    found = errors(point(records), DEFAULT)
+    total = found[0]
+    assert total.severity == "critical" and total.evidence["count"] == 19 and total.evidence["causes"] == 9
+    assert total.evidence["share"] == 0.19 and "9 causes" in total.title
+    assert all(f.severity == "warning" for f in found[1:6])  # each cause alone stays under 5%
+
+
+def test_one_cause_or_a_low_total_adds_no_total() -> None:
+    one = [*many(90), *(failed(100 + i, ErrorKind.HTTP, "HTTP 500: x", 500) for i in range(10))]
+    assert [f.evidence.get("causes") for f in errors(point(one), DEFAULT)] == [None]
+    low = [*many(97), failed(100, ErrorKind.HTTP, "HTTP 500: x", 500), failed(101, ErrorKind.TIMEOUT, "slow")]
+    assert all(f.severity == "warning" and "causes" not in f.evidence for f in errors(point(low), DEFAULT))
