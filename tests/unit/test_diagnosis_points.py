@@ -207,3 +207,39 @@ def test_one_cause_or_a_low_total_adds_no_total() -> None:
     assert [f.evidence.get("causes") for f in errors(point(one), DEFAULT)] == [None]
     low = [*many(97), failed(100, ErrorKind.HTTP, "HTTP 500: x", 500), failed(101, ErrorKind.TIMEOUT, "slow")]
     assert all(f.severity == "warning" and "causes" not in f.evidence for f in errors(point(low), DEFAULT))
+
+
+def test_a_long_first_prompt_on_a_prefill_bound_server_is_not_a_cold_start() -> None:
+    """Issue 24: a 362-token first prompt was called a 2.8× cold start against a median of short prompts."""
+    lengths = [362, *(40 + 30 * (i % 8) for i in range(1, 20))]  # the others 70-250 tokens
+    ttft = [2.0 + 0.1 * n for n in lengths]  # 0.1 ms per prompt token, no cold start at all
+    records = [rec(i, input_tokens=n, ttft_ms=v) for i, (n, v) in enumerate(zip(lengths, ttft, strict=True))]
+    assert ttft[0] / sorted(ttft[1:])[9] > 1.5  # what the median alone called a cold start
+    assert cold_start(point(records), DEFAULT) == []
+    warm = [rec(100, input_tokens=706, ttft_ms=2.0 + 70.6, warmup=True, start_ms=-1000.0), *records[1:]]
+    assert cold_start(point(warm), DEFAULT) == []  # the embedded run's 706-token warm-up, likewise
+
+
+def test_a_real_cold_start_is_still_found_against_the_prefill_line() -> None:
+    lengths = [362, *(40 + 30 * (i % 8) for i in range(1, 20))]
+    records = [rec(0, input_tokens=362, ttft_ms=3 * (2.0 + 36.2))]  # 3× what its prompt costs
+    records += [rec(i, input_tokens=n, ttft_ms=2.0 + 0.1 * n) for i, n in enumerate(lengths[1:], start=1)]
+    (f,) = cold_start(point(records), DEFAULT)
+    assert f.evidence["expected_from"] == "prefill line" and abs(float(f.evidence["expected_ms"] or 0) - 38.2) < 1e-6
+    assert abs(float(f.evidence["factor"] or 0) - 3.0) < 1e-6 and "362-token prompt" in f.title
+
+
+def test_the_line_without_one_point_is_the_same_from_moments_as_from_the_points() -> None:
+    from tokspeed.diagnosis.digest import LineFitter
+
+    xs = [100.0 + 37 * i for i in range(30)]
+    ys = [5 + 0.2 * x + (i % 3) for i, x in enumerate(xs)]
+    exact, moments = LineFitter(), LineFitter(limit=5)
+    for x, y in zip(xs, ys, strict=True):
+        exact.add(x, y)
+        moments.add(x, y)
+    assert moments.kept == 0
+    a, b = exact.fit_without(xs[7], ys[7]), moments.fit_without(xs[7], ys[7])
+    assert a.points == b.points == 29
+    for field in ("slope_ms_per_1k_tokens", "intercept_ms", "r2"):
+        assert abs(getattr(a, field) - getattr(b, field)) < 1e-6
