@@ -109,11 +109,19 @@ def test_longer_by_tokenizer_count_is_not_blamed_on_the_server() -> None:
 def test_usage_below_chunks_fires() -> None:
     bad = rec(3, source=TokenSource.CHUNKS, anomalies=[Anomaly.USAGE_BELOW_CHUNKS.value])
     found = token_count(point([*many(3), bad]), DEFAULT)
-    below, chunked, mixed = found
+    (below,) = found  # issue 24: one bad usage value was also "no usage… drop --no-usage" and "counted 2 ways"
     assert "below their number of token chunks" in below.title and below.evidence["counted_instead_by"] == "chunks 1"
-    assert "one per chunk" in chunked.title and chunked.evidence["chunk_counted"] == 1
-    assert "2 ways" in mixed.title and mixed.evidence == {"source_usage": 3, "source_chunks": 1}
     assert all(f.severity == "warning" and "--tokenizer" in f.advice for f in found)
+
+
+def test_responses_without_usage_are_counted_by_chunks_and_the_advice_fits_the_flags() -> None:
+    chunked = rec(3, source=TokenSource.CHUNKS)
+    none_sent, mixed = token_count(point([*many(3), chunked]), DEFAULT)
+    assert "one per chunk" in none_sent.title and none_sent.evidence["chunk_counted"] == 1
+    assert "--no-usage" not in none_sent.advice and "include_usage" in none_sent.advice  # the flag was never given
+    assert "2 ways" in mixed.title and mixed.evidence == {"source_usage": 3, "source_chunks": 1}
+    flagged, _ = token_count(point([*many(3), chunked], config={"include_usage": False}), DEFAULT)
+    assert "drop --no-usage" in flagged.advice
 
 
 def test_all_usage_counted_is_silent() -> None:

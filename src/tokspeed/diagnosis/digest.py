@@ -201,7 +201,7 @@ class PointDigest:
     # measured, ok
     ok: int = 0
     sources: Counter[str] = field(default_factory=Counter)  # output_tokens_source
-    chunk_counted: int = 0
+    chunk_counted: int = 0  # ... counted one per chunk for want of any usage (a wrong usage is usage_below)
     approx_input: int = 0
     usage_below: int = 0  # anomaly usage_below_chunks
     usage_below_sources: Counter[str] = field(default_factory=Counter)
@@ -274,12 +274,13 @@ class PointDigest:
         source = r.output_tokens_source
         if source is not None:
             _bump(self.sources, source.value)
-        self.chunk_counted += source is TokenSource.CHUNKS
         self.approx_input += r.input_tokens_source is TokenSource.APPROX
         if r.anomalies and Anomaly.USAGE_BELOW_CHUNKS.value in r.anomalies:
-            self.usage_below += 1
+            self.usage_below += 1  # usage was given but wrong: counted another way, which that finding says
             if source is not None:
                 _bump(self.usage_below_sources, source.value)
+        else:
+            self.chunk_counted += source is TokenSource.CHUNKS  # no usage at all
         if r.max_tokens and r.output_tokens is not None:
             self._add_asked(r, r.output_tokens, r.max_tokens)
         self._add_prefill(r)
