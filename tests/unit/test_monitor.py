@@ -414,3 +414,16 @@ async def test_monitor_evaluates_gpu_utilisation_from_nvml(tmp_path: Path) -> No
     monitor._alerts_file.close()  # type: ignore[union-attr]
     (line,) = (tmp_path / "alerts.jsonl").read_text().splitlines()
     assert json.loads(line)["status"] == "firing"
+
+
+def test_the_window_is_what_was_asked_not_up_to_a_bucket_more() -> None:
+    """Issue 24: `--window 30s` read 'window 33s' (every bucket overlapping the window counted whole)."""
+    w = RollingWindow(window_s=30, bucket_s=3, started_s=0)
+    for i in range(100):  # a probe every 0.5 s, TTFT = its end time in ms
+        w.add(_record(100 + i, 10, 3), now_s=0.5 * i + 0.25)
+    f = w.figures(now_s=50.0)  # the window is (20, 50]: probes ended at 20.25 ... 49.75
+    from tokspeed.monitor.loop import status_line
+
+    assert f.span_s == pytest.approx(30) and "window 30s" in status_line(f)
+    assert f.completed == 60 and f.dists["ttft"].count == 60 and f.dists["ttft"].min == pytest.approx(100 + 40)
+    assert f.requests_per_s == pytest.approx(2.0)
