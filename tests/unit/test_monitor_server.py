@@ -284,3 +284,21 @@ def test_server_alerts_as_prometheus_rules_use_exported_names() -> None:
     for entry in rules_document(rules)["groups"][0]["rules"]:
         used = re.findall(r"\btokspeed_monitor_[a-z0-9_]+", entry["expr"])
         assert used and set(used) <= names.exported_names(), entry["expr"]
+
+
+def test_the_status_line_puts_the_exact_mean_beside_the_bucket_quantiles() -> None:
+    """Issue 24: the server's quantiles came from bucket interpolation (+46% at p50) with no exact mean beside them."""
+    from tokspeed.monitor.loop import server_status
+
+    w = ServerWindow(window_s=4, interval_s=2)
+    w.observe(parse_snapshot(vllm_text({0.1: 100}, 5.0, 100, 10_000), VLLM, at_s=10))
+    w.observe(parse_snapshot(vllm_text({0.1: 100, 0.25: 100, 0.5: 108, 1.0: 110}, 9.0, 110, 10_500), VLLM, at_s=12))
+    line = server_status(w.figures(now_s=12))
+    assert "ttft mean 400.0 p50 ~" in line and "bucket-interpolated" in line  # Δsum/Δcount = 4.0 s / 10
+
+
+def test_the_server_window_covers_what_was_asked() -> None:
+    w = ServerWindow(window_s=30, interval_s=3)
+    for k in range(20):  # scrapes every 3 s
+        w.observe(parse_snapshot(vllm_text({0.1: 10 * k}, 0.5 * k, 10 * k, 100 * k), VLLM, at_s=3.0 * k + 0.4))
+    assert w.figures(now_s=57.4 + 0.1).span_s == pytest.approx(30)  # not 33: the delta mostly before the window is out

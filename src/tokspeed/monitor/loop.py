@@ -349,15 +349,20 @@ def server_status(f: ServerFigures) -> str:
 
     def ms(metric: str, stat: str) -> str:
         v = f.quantiles.get(metric, {}).get(stat)
-        return "-" if v is None else f"{v * 1000:.1f}"
+        return "-" if v is None else f"~{v * 1000:.1f}"  # ~: interpolated within the server's histogram buckets
+
+    def mean(metric: str) -> str:
+        v = f.means.get(metric)
+        return "-" if v is None else f"{v * 1000:.1f}"  # exact: Δsum / Δcount
 
     def num(v: float | None, fmt: str = ".1f") -> str:
         return "-" if v is None else format(v, fmt)
 
     return (
         f"server {f.span_s:.0f}s: {num(f.requests_per_s, '.2f')} req/s {num(f.generation_tokens_per_s)} tok/s | "
-        f"ttft p50 {ms('ttft', 'p50')} p99 {ms('ttft', 'p99')} ms | itl p50 {ms('itl', 'p50')} ms | "
-        f"e2e p99 {ms('e2e', 'p99')} ms | running {num(f.running, 'g')} waiting {num(f.waiting, 'g')} "
+        f"ttft mean {mean('ttft')} p50 {ms('ttft', 'p50')} p99 {ms('ttft', 'p99')} ms | "
+        f"itl mean {mean('itl')} p50 {ms('itl', 'p50')} ms | e2e mean {mean('e2e')} p99 {ms('e2e', 'p99')} ms "
+        f"(~ bucket-interpolated) | running {num(f.running, 'g')} waiting {num(f.waiting, 'g')} "
         f"kv {num(f.kv_cache_usage_pct)}%"
     )
 
