@@ -195,7 +195,7 @@ def test_passive_monitor_reads_the_servers_histograms_and_alerts(
         assert proc.poll() is None
         # ... and comes back fast on the same port (counters from 0): a reset, counted from the restart
         restarted = SimServer(tmp_path, "--control", "--ttft-ms", "20", "--itl-ms", "5", "--port", port)
-        wait_until(lambda: scrape(metrics_url)[plain("tokspeed_monitor_server_counter_resets_total")] >= 1, 15,
+        wait_until(lambda: scrape(metrics_url)[plain("tokspeed_monitor_server_restarts_total")] >= 1, 15,
                    "the restart to be seen")
         wait_until(lambda: scrape(metrics_url)[fired_key] == 0, 15, "the alert to resolve")
         time.sleep(2.5)
