@@ -108,6 +108,7 @@ class Monitor:
         self._gpus: Any = None
         self._stop = asyncio.Event()
         self.server = self._server_source()
+        self._short: set[str] = set()  # alerts waiting for enough samples (logged once)
 
     def _server_source(self) -> ServerSource | None:
         from tokspeed.telemetry.server import default_metrics_url, same_origin
@@ -147,6 +148,7 @@ class Monitor:
                     make_registry(lambda: self.state), self.s.prometheus_host, self.s.prometheus_port
                 )
             self.state.alerts = [(r.alert_name, "inactive", None) for r in self.s.rules]
+            self._warn_unreachable()
             if on_ready is not None:
                 on_ready(self)
             prober = None if self.passive else Prober(self.s.probe, self._on_record, self._log)
@@ -283,10 +285,13 @@ class Monitor:
             self.state.gpus = readings
             utils = [r["utilization_pct"] for r in readings if r.get("utilization_pct") is not None]
             values["gpu_utilization_pct"] = sum(utils) / len(utils) if utils else None
+        counts = figures.counts()
         server = await self._scrape_server()
         if server is not None:
             values.update(server.values())
-        events = self.tracker.evaluate(values, time.time())
+            counts.update({f"server_{role}": int(n or 0) for role, n in server.observations.items()})
+        events = self.tracker.evaluate(values, time.time(), counts)
+        self._say_short()
         self.state.figures = figures
         self.state.alerts = [(r.alert_name, self.tracker.state(r).value, self.tracker.value(r)) for r in self.s.rules]
         if not self.s.quiet:
@@ -294,6 +299,30 @@ class Monitor:
         for event in events:
             self._announce(event)
         return events
+
+    def _say_short(self) -> None:
+        """Log once when a percentile alert starts or stops waiting for enough samples to be read."""
+        for rule in self.s.rules:
+            short = self.tracker.short(rule)
+            was = rule.alert_name in self._short
+            if short is not None and not was:
+                self._short.add(rule.alert_name)
+                self._log(f"alert {rule.alert_name} cannot fire yet: {short[0]} of the {short[1]} samples its "
+                          f"{rule.stat} needs in the window (one outlier would decide it)")
+            elif short is None and was:
+                self._short.discard(rule.alert_name)
+                self._log(f"alert {rule.alert_name} has its {rule.min_samples} samples: it is evaluated")
+
+    def _warn_unreachable(self) -> None:
+        """At start: percentile alerts on per-probe metrics that the probe rate and window can never feed."""
+        if self.passive:
+            return
+        per_window = self.s.probe.rate * self.s.window_s
+        for rule in self.s.rules:
+            if rule.metric in ("ttft", "tpot", "e2e", "decode") and rule.min_samples > per_window:
+                self._log(f"alert {rule.alert_name} needs {rule.min_samples} probes in the window for its "
+                          f"{rule.stat}, but {self.s.probe.rate:g} probes/s over {self.s.window_s:g} s give about "
+                          f"{per_window:.0f}: it cannot fire — widen --window or raise --probe-rate")
 
     async def _scrape_server(self) -> ServerFigures | None:
         """Scrape the server's /metrics (when configured) and publish its window; passive: it decides target_up."""

@@ -81,6 +81,10 @@ class WindowFigures:
     total_tokens_per_s: float | None
     error_kinds: dict[str, int]
 
+    def counts(self) -> dict[str, int]:
+        """Samples in the window per metric (ttft, itl, ...): what a percentile alert needs enough of."""
+        return {metric: dist.count for metric, dist in self.dists.items()}
+
     def values(self) -> dict[str, float | None]:
         """Flat `<metric>_<stat>_<unit>` -> value, the names alert rules read."""
         out: dict[str, float | None] = {
