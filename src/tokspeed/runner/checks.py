@@ -154,6 +154,7 @@ COVERED_BY: dict[Check, str] = {
     _usage_below: "token_count",
     _late: "client_bound",
     _unstable: "unstable",
+    _not_steady: "server_bound",
 }
 
 
