@@ -119,3 +119,8 @@ def test_clean_runs_have_no_new_finding() -> None:
     assert not {f.rule for f in diagnose(sweep, [])} & new
     single = [rec(i, ttft_ms=10.0 + (i % 7) * 0.3) for i in range(150)]
     assert not {f.rule for f in diagnose(result(bench(single)), single)} & new
+
+
+def test_two_clusters_a_millisecond_apart_are_jitter_not_modes() -> None:
+    records = [rec(i, ttft_ms=1.0 if i % 3 else 2.5) for i in range(60)]  # 2.5× apart but only 1.5 ms
+    assert ttft_tail(point(records), DEFAULT) == []

@@ -4,7 +4,7 @@ Over the measured successful requests' TTFT (streamed points only):
 
 * bimodal, warning: sorted, the TTFTs split where one value is ≥ `bimodal_ratio` × the one
   before it, with ≥ `bimodal_min_share` of the requests on each side (≥
-  `bimodal_min_requests` requests) — unless the prompt-length line explains TTFT (the
+  `bimodal_min_requests` requests) and the jump ≥ `bimodal_min_gap_ms` — unless the prompt-length line explains TTFT (the
   `ttft_prefill` fit: two prompt lengths make two modes honestly);
 * else a tail, warning: with ≥ `min_samples_p99` requests, p99 ≥ `tail_factor` × p50 and
   ≥ `tail_min_ms` above it.
@@ -60,7 +60,7 @@ def _bimodal(p: PointData, v: np.ndarray, t: Thresholds) -> Finding | None:
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = np.where(lower > 0, upper / lower, 0.0)
     k = int(np.argmax(ratios))
-    if ratios[k] < t.bimodal_ratio or _explained_by_prompts(p, t):
+    if ratios[k] < t.bimodal_ratio or upper[k] - lower[k] < t.bimodal_min_gap_ms or _explained_by_prompts(p, t):
         return None
     split = edge + k  # v[:split] the fast mode, v[split:] the slow one
     fast, slow = v[:split], v[split:]

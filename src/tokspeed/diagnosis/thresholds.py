@@ -56,6 +56,7 @@ class Thresholds:
     bimodal_min_share: float = 0.10  # each mode holds at least this share of the requests ...
     bimodal_ratio: float = 2.0  # ... the slower mode's fastest is at least this many times the faster's slowest
     bimodal_min_requests: int = 20
+    bimodal_min_gap_ms: float = 10.0  # ... and the modes at least this far apart (a busy machine's jitter is not a mode)
     # itl_load_growth / throughput_knee (sweeps of one kind and target)
     itl_growth: float = 1.5  # ITL p50 at the highest load / at the lowest ...
     itl_growth_min_ms: float = 2.0  # ... and larger by at least this much
