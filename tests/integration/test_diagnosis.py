@@ -54,18 +54,18 @@ def test_a_clean_run_has_no_critical_findings(start_sim: Callable[..., SimServer
 
 
 def test_an_open_loop_rate_beyond_the_server_is_server_bound(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
-    """Issue 24: "the server is the bottleneck" beside "the client is". ~20 ms a request through 1 slot serves
-    ~50/s; 120/s arrive. On a machine too loaded to keep a 120/s schedule (lateness p99 > 10 ms) client_bound
+    """Issue 24: "the server is the bottleneck" beside "the client is". ~40 ms a request through 1 slot serves
+    ~25/s; 60/s arrive. On a machine too loaded to keep a 60/s schedule (lateness p99 > 10 ms) client_bound
     fires instead, which is right too: the test then says so and skips."""
-    sim = start_sim("--ttft-ms", "5", "--itl-ms", "2", "--max-concurrency", "1")
+    sim = start_sim("--ttft-ms", "10", "--itl-ms", "4", "--max-concurrency", "1")
     out = tmp_path / "r"
-    p = run_cli("run", "--target", sim.url, "--rate", "120", "--duration", "3s", "--max-tokens", "8",
+    p = run_cli("run", "--target", sim.url, "--rate", "60", "--duration", "4s", "--max-tokens", "8",
                 "--out", str(out), "--plain")
     assert p.returncode == 0, p.stderr
     run = load_json(out / "run.json")
     rules = {f["rule"] for f in run["diagnosis"]}
     late = run["benchmarks"][0]["summary"]["lateness_ms"]["p99"]
-    if "server_bound" not in rules and late is not None and late > 10:
+    if "server_bound" not in rules and late is not None and late > 100:
         pytest.skip(f"the client fell behind its schedule here (lateness p99 {late:.1f} ms): client_bound's case")
     (bound,) = [f for f in run["diagnosis"] if f["rule"] == "server_bound"]
     assert bound["evidence"]["share"] < 0.9 and "--rate" in bound["advice"]

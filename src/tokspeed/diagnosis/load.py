@@ -13,9 +13,10 @@
 * kv_cache_pressure (result rule), warning: server telemetry saw KV-cache usage ≥
   `kv_cache_full_pct` and preemptions > 0: requests were evicted and recomputed.
 * server_bound (result rule), warning: an open-loop point whose server completed less than
-  `server_keep_up` of the requests arriving in its steady window while the client kept its
-  schedule (send lateness p99 ≤ `lateness_p99_ms`): the server, not tokspeed, is the bottleneck
-  (`client_bound` is the other way round).
+  `server_keep_up` of the requests arriving in its steady window (arrivals measured from the
+  send times, so a late client is already counted) while the client was not far behind its
+  schedule (send lateness p99 ≤ `lateness_critical_ms`): the server, not tokspeed, is the
+  bottleneck (`client_bound` is the other way round).
 """
 
 from __future__ import annotations
@@ -193,13 +194,13 @@ def _server_bound(index: int, bench: Benchmark, t: Thresholds) -> Finding | None
     late = s.lateness_ms.p99
     if bench.profile.get("kind") != "rate" or done is None or not arriving or done >= t.server_keep_up * arriving:
         return None
-    if late is None or late > t.lateness_p99_ms:
-        return None  # the client fell behind too: client_bound says so first
+    if late is None or late > t.lateness_critical_ms:
+        return None  # the client fell far behind too: client_bound's critical case says so first
     return Finding(
         rule="server_bound",
         severity="warning",
         title=f"the server is the bottleneck: it completed {done:.3g} of {arriving:.3g} req/s arriving "
-        f"({done / arriving:.0%}) while the client kept its schedule (send lateness p99 {late:.1f} ms)",
+        f"({done / arriving:.0%}) as sent (send lateness p99 {late:.1f} ms)",
         evidence={"sustained_requests_per_s": done, "arrivals_per_s": arriving, "share": done / arriving,
                   "lateness_p99_ms": late, "threshold_share": t.server_keep_up},
         advice=SERVER_BOUND_ADVICE,
