@@ -84,3 +84,17 @@ def test_a_queueing_server_is_diagnosed_from_its_metrics(start_sim: Callable[...
     (queue,) = [f for f in run["diagnosis"] if f["rule"] == "ttft_queueing"]
     assert queue["evidence"]["server_waiting_mean"] > 3 and queue["benchmark"] == 0
     assert "ttft_queueing" in p.stdout and "--max-num-seqs" in run_cli("diagnose", str(out)).stdout
+
+
+def test_a_sweep_past_the_servers_slots_has_a_throughput_knee(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    """Issue 24: the throughput knee of a sweep. 2 slots: throughput stops growing at 2 streams, E2E doubles by 8;
+    the simulator's ITL does not depend on its batch, so itl_load_growth stays silent."""
+    sim = start_sim("--ttft-ms", "10", "--itl-ms", "4", "--max-concurrency", "2")
+    out = tmp_path / "r"
+    p = run_cli("sweep", "--target", sim.url, "--concurrency", "1,2,4,8", "--requests", "24", "--max-tokens", "8",
+                "--out", str(out), "--plain", timeout=300)
+    assert p.returncode in (0, 3), p.stdout + p.stderr
+    findings = load_json(out / "run.json")["diagnosis"]
+    (knee,) = [f for f in findings if f["rule"] == "throughput_knee"]
+    assert knee["evidence"]["knee_load"] in (2, 4) and knee["evidence"]["far_load"] == 8, knee
+    assert not [f for f in findings if f["rule"] == "itl_load_growth"], findings
