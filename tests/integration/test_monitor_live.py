@@ -32,7 +32,8 @@ from prometheus_client.parser import text_string_to_metric_families
 FAKES = str(Path(__file__).parents[1] / "fakes")
 GPUS = {"gpus": [{"name": "Fake H100", "memory_total_mib": 81920, "memory_used_mib": 2048, "utilization_pct": 60,
                   "power_w": 300, "sm_clock_mhz": 1980, "temperature_c": 45}]}
-TTFT_ALERT, ERROR_ALERT = "ttft_p99_ms_gt_250", "error_rate_gt_0_5"
+# p90, not p99: ~20 probes in a 2 s window, and a p99 alert needs 100 (issue 24: one outlier decided it)
+TTFT_ALERT, ERROR_ALERT = "ttft_p90_ms_gt_250", "error_rate_gt_0_5"
 
 
 class Hook:
@@ -141,7 +142,7 @@ def test_monitor_alerts_fire_resolve_and_survive_a_restart(
     proc = subprocess.Popen(
         [sys.executable, "-m", "tokspeed", "monitor", "--target", sim.url, "--interval", "0.5s", "--window", "2s",
          "--probe-rate", "10", "--max-tokens", "4", "--max-in-flight", "8", "--timeout", "5s", "--max-backoff", "0.5s",
-         "--alert", "ttft_p99_ms>250 for 1s", "--alert", "error_rate>0.5 for 1s", "--alert-webhook", hook.url,
+         "--alert", "ttft_p90_ms>250 for 1s", "--alert", "error_rate>0.5 for 1s", "--alert-webhook", hook.url,
          "--prometheus-port", "0", "--out", str(out), "--duration", "90s"],
         stdout=subprocess.PIPE, stderr=stderr, env=env, text=True,
     )

@@ -168,3 +168,12 @@ def test_diagnose_command_on_a_clean_run_and_a_bad_dir(tmp_path: Path, capsys: p
     assert "No findings" in capsys.readouterr().out
     assert main(["diagnose", str(tmp_path / "missing")]) == 1
     assert main(["diagnose", str(run), "--fail-on", "bogus"]) == 2
+
+
+def test_fail_on_critical_fails_on_19_percent_over_9_causes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 24: 19% of requests failing over 9 causes gave only warnings, and `--fail-on critical` exited 0."""
+    bad = [failed(200 + 10 * c + k, ErrorKind.HTTP, f"HTTP {500 + c}: cause {c}", 500 + c)
+           for c in range(9) for k in range(3 if c == 0 else 2)]
+    run = saved_run(tmp_path / "r", [*many(81), *bad])
+    assert main(["diagnose", str(run), "--fail-on", "critical"]) == 3
+    assert "19 of 100 requests (19.0%) failed, over 9 causes" in capsys.readouterr().out

@@ -109,11 +109,19 @@ def test_longer_by_tokenizer_count_is_not_blamed_on_the_server() -> None:
 def test_usage_below_chunks_fires() -> None:
     bad = rec(3, source=TokenSource.CHUNKS, anomalies=[Anomaly.USAGE_BELOW_CHUNKS.value])
     found = token_count(point([*many(3), bad]), DEFAULT)
-    below, chunked, mixed = found
+    (below,) = found  # issue 24: one bad usage value was also "no usage… drop --no-usage" and "counted 2 ways"
     assert "below their number of token chunks" in below.title and below.evidence["counted_instead_by"] == "chunks 1"
-    assert "one per chunk" in chunked.title and chunked.evidence["chunk_counted"] == 1
-    assert "2 ways" in mixed.title and mixed.evidence == {"source_usage": 3, "source_chunks": 1}
     assert all(f.severity == "warning" and "--tokenizer" in f.advice for f in found)
+
+
+def test_responses_without_usage_are_counted_by_chunks_and_the_advice_fits_the_flags() -> None:
+    chunked = rec(3, source=TokenSource.CHUNKS)
+    none_sent, mixed = token_count(point([*many(3), chunked]), DEFAULT)
+    assert "one per chunk" in none_sent.title and none_sent.evidence["chunk_counted"] == 1
+    assert "--no-usage" not in none_sent.advice and "include_usage" in none_sent.advice  # the flag was never given
+    assert "2 ways" in mixed.title and mixed.evidence == {"source_usage": 3, "source_chunks": 1}
+    flagged, _ = token_count(point([*many(3), chunked], config={"include_usage": False}), DEFAULT)
+    assert "drop --no-usage" in flagged.advice
 
 
 def test_all_usage_counted_is_silent() -> None:
@@ -186,3 +194,60 @@ def test_reconnects_fire_when_kept_alive_connections_were_closed_and_not_for_a_f
     for r in warm:
         r.connect_duration_ns = 1_000_000  # warm-up connects are expected: not measured
     assert reconnects(point(warm), DEFAULT) == []
+
+
+def test_many_small_causes_make_the_point_critical_together() -> None:
+    """Issue 24: 19% failing over 9 causes, each ≤ 3%, gave only warnings and `--fail-on critical` passed."""
+    records = many(81)
+    for c in range(9):
+        n = 3 if c < 1 else 2  # 3 + 8 × 2 = 19 failures, each cause ≤ 3% of 100
+        records += [failed(100 + 10 * c + k, ErrorKind.HTTP, f"HTTP {500 + c}: cause {chr(65 + c)}", 500 + c)
+                    for k in range(n)]
+    found = errors(point(records), DEFAULT)
+    total = found[0]
+    assert total.severity == "critical" and total.evidence["count"] == 19 and total.evidence["causes"] == 9
+    assert total.evidence["share"] == 0.19 and "9 causes" in total.title
+    assert all(f.severity == "warning" for f in found[1:6])  # each cause alone stays under 5%
+
+
+def test_one_cause_or_a_low_total_adds_no_total() -> None:
+    one = [*many(90), *(failed(100 + i, ErrorKind.HTTP, "HTTP 500: x", 500) for i in range(10))]
+    assert [f.evidence.get("causes") for f in errors(point(one), DEFAULT)] == [None]
+    low = [*many(97), failed(100, ErrorKind.HTTP, "HTTP 500: x", 500), failed(101, ErrorKind.TIMEOUT, "slow")]
+    assert all(f.severity == "warning" and "causes" not in f.evidence for f in errors(point(low), DEFAULT))
+
+
+def test_a_long_first_prompt_on_a_prefill_bound_server_is_not_a_cold_start() -> None:
+    """Issue 24: a 362-token first prompt was called a 2.8× cold start against a median of short prompts."""
+    lengths = [362, *(40 + 30 * (i % 8) for i in range(1, 20))]  # the others 70-250 tokens
+    ttft = [2.0 + 0.1 * n for n in lengths]  # 0.1 ms per prompt token, no cold start at all
+    records = [rec(i, input_tokens=n, ttft_ms=v) for i, (n, v) in enumerate(zip(lengths, ttft, strict=True))]
+    assert ttft[0] / sorted(ttft[1:])[9] > 1.5  # what the median alone called a cold start
+    assert cold_start(point(records), DEFAULT) == []
+    warm = [rec(100, input_tokens=706, ttft_ms=2.0 + 70.6, warmup=True, start_ms=-1000.0), *records[1:]]
+    assert cold_start(point(warm), DEFAULT) == []  # the embedded run's 706-token warm-up, likewise
+
+
+def test_a_real_cold_start_is_still_found_against_the_prefill_line() -> None:
+    lengths = [362, *(40 + 30 * (i % 8) for i in range(1, 20))]
+    records = [rec(0, input_tokens=362, ttft_ms=3 * (2.0 + 36.2))]  # 3× what its prompt costs
+    records += [rec(i, input_tokens=n, ttft_ms=2.0 + 0.1 * n) for i, n in enumerate(lengths[1:], start=1)]
+    (f,) = cold_start(point(records), DEFAULT)
+    assert f.evidence["expected_from"] == "prefill line" and abs(float(f.evidence["expected_ms"] or 0) - 38.2) < 1e-6
+    assert abs(float(f.evidence["factor"] or 0) - 3.0) < 1e-6 and "362-token prompt" in f.title
+
+
+def test_the_line_without_one_point_is_the_same_from_moments_as_from_the_points() -> None:
+    from tokspeed.diagnosis.digest import LineFitter
+
+    xs = [100.0 + 37 * i for i in range(30)]
+    ys = [5 + 0.2 * x + (i % 3) for i, x in enumerate(xs)]
+    exact, moments = LineFitter(), LineFitter(limit=5)
+    for x, y in zip(xs, ys, strict=True):
+        exact.add(x, y)
+        moments.add(x, y)
+    assert moments.kept == 0
+    a, b = exact.fit_without(xs[7], ys[7]), moments.fit_without(xs[7], ys[7])
+    assert a.points == b.points == 29
+    for field in ("slope_ms_per_1k_tokens", "intercept_ms", "r2"):
+        assert abs(getattr(a, field) - getattr(b, field)) < 1e-6

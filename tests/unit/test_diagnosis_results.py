@@ -176,3 +176,14 @@ def test_input_length_sweep_fit_is_prefill() -> None:
     poor = LinearFit(points=3, slope_ms_per_1k_tokens=100.0, intercept_ms=2.0, r2=0.2)
     assert ttft_prefill_sweep(result(*points, sweep=SweepInfo(dimension="input_tokens", ttft_vs_input_tokens=poor)), DEFAULT) == []
     assert ttft_prefill_sweep(result(*points), DEFAULT) == []
+
+
+def test_ttft_growth_with_an_empty_server_queue_is_not_called_queueing() -> None:
+    """Issue 24: 'TTFT dominated by queueing — raise --max-num-seqs' fired while the waiting gauge was 0 throughout."""
+    low, high = load_point(1, 10.0), load_point(32, 60.0)
+    high.telemetry = telemetry(waiting=0.0)
+    (f,) = ttft_queueing(result(low, high), DEFAULT)
+    assert f.rule == "ttft_growth" and "--max-num-seqs" not in f.advice.replace("(--max-num-seqs) would not", "")
+    assert "not queueing" in f.title and f.evidence["server_waiting_max"] == 0.0
+    high.telemetry = telemetry(waiting=3.0)  # the server did queue: both say so
+    assert {x.rule for x in ttft_queueing(result(low, high), DEFAULT)} == {"ttft_queueing"}

@@ -206,3 +206,28 @@ def test_before_a_load_file_errors_skip_the_engine_and_dummy_weights_need_none(g
     (good / "tokenizer.json").unlink()
     check_before_load(good, "vllm", trust_remote_code=False, api="chat", engine_args={"tokenizer": "/elsewhere"},
                       load_format="dummy")
+
+
+def test_unknown_model_type_without_transformers_is_not_called_loadable(good: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24: an unknown model_type 'looked loadable' when transformers was absent."""
+    import tokspeed.backends.model_dir as model_dir
+    from tokspeed.backends.model_support import Support
+
+    monkeypatch.setattr(model_dir, "transformers_support", lambda *_: Support(None, "transformers is not installed here"))
+    (good / "config.json").write_text(json.dumps({**LLAMA, "model_type": "quantum_llm_9000"}))
+    report = inspect_model_dir(good, "hf")
+    assert report.verdict == "unchecked" and report.as_dict()["verdict"] == "unchecked"
+    last = render_report(report)[-1]
+    assert "looks loadable" not in last and "was not checked (transformers is not installed here)" in last
+
+
+def test_remote_code_trusted_says_how_it_is_supported(good: Path) -> None:
+    """Issue 24: 'supported: no' beside 'looks loadable (0 errors)' for remote code with --trust-remote-code."""
+    config = {**LLAMA, "model_type": "my_secret_lm", "architectures": ["MyLM"],
+              "auto_map": {"AutoConfig": "configuration_my.MyConfig", "AutoModelForCausalLM": "modeling_my.MyLM"}}
+    (good / "config.json").write_text(json.dumps(config))
+    (good / "configuration_my.py").write_text("")
+    (good / "modeling_my.py").write_text("")
+    lines = render_report(inspect_model_dir(good, "hf", trust_remote_code=True))
+    (supported,) = [line for line in lines if line.strip().startswith("supported")]
+    assert "by the directory's own code" in supported and lines[-1].startswith("Verdict: looks loadable")

@@ -414,3 +414,48 @@ async def test_monitor_evaluates_gpu_utilisation_from_nvml(tmp_path: Path) -> No
     monitor._alerts_file.close()  # type: ignore[union-attr]
     (line,) = (tmp_path / "alerts.jsonl").read_text().splitlines()
     assert json.loads(line)["status"] == "firing"
+
+
+def test_the_window_is_what_was_asked_not_up_to_a_bucket_more() -> None:
+    """Issue 24: `--window 30s` read 'window 33s' (every bucket overlapping the window counted whole)."""
+    w = RollingWindow(window_s=30, bucket_s=3, started_s=0)
+    for i in range(100):  # a probe every 0.5 s, TTFT = its end time in ms
+        w.add(_record(100 + i, 10, 3), now_s=0.5 * i + 0.25)
+    f = w.figures(now_s=50.0)  # the window is (20, 50]: probes ended at 20.25 ... 49.75
+    from tokspeed.monitor.loop import status_line
+
+    assert f.span_s == pytest.approx(30) and "window 30s" in status_line(f)
+    assert f.completed == 60 and f.dists["ttft"].count == 60 and f.dists["ttft"].min == pytest.approx(100 + 40)
+    assert f.requests_per_s == pytest.approx(2.0)
+
+
+def test_a_p99_alert_needs_100_samples_so_one_outlier_cannot_fire_it() -> None:
+    """Issue 24: 60 probes in a window, one 695 ms stall kept p99 high and fired the alert for the whole window."""
+    from tokspeed.monitor.alerts import AlertTracker
+
+    rule = parse_alert("ttft_p99_ms>250")
+    assert rule.min_samples == 100 and parse_alert("ttft_p90_ms>1").min_samples == 10
+    assert parse_alert("ttft_p999_ms>1").min_samples == 1000 and parse_alert("ttft_max_ms>1").min_samples == 1
+    w = RollingWindow(window_s=60, bucket_s=1, started_s=0)
+    for i in range(60):
+        w.add_value("ttft", 695.0 if i == 30 else 20.0, now_s=0.5 + i)
+    f = w.figures(60.0)
+    assert f.values()["ttft_p99_ms"] > 250  # one stall decides it: 0.41 of the way from 20 to 695 ms
+    tracker = AlertTracker([rule])
+    assert tracker.evaluate(f.values(), 60.0, f.counts()) == [] and tracker.short(rule) == (60, 100)
+    for i in range(80):  # a real slow-down, with enough samples (30 + 80 in (30, 90]): it fires
+        w.add_value("ttft", 900.0, now_s=60.5 + i * 0.25)
+    f = w.figures(90.0)
+    (event,) = tracker.evaluate(f.values(), 90.0, f.counts())
+    assert event.status == "firing" and tracker.short(rule) is None
+
+
+async def test_the_monitor_says_when_a_percentile_alert_cannot_fire() -> None:
+    from tokspeed.monitor.loop import Monitor, MonitorSettings
+    from tokspeed.monitor.probe import ProbeSettings
+
+    lines: list[str] = []
+    settings = MonitorSettings(probe=ProbeSettings(target="http://127.0.0.1:1/v1", rate=1.0),
+                               rules=[parse_alert("ttft_p99_ms>800")], window_s=30, interval_s=3, prometheus_port=None)
+    Monitor(settings, lines.append)._warn_unreachable()
+    assert lines and "needs 100 probes" in lines[0] and "about 30" in lines[0] and "--window" in lines[0]

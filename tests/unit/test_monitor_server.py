@@ -284,3 +284,48 @@ def test_server_alerts_as_prometheus_rules_use_exported_names() -> None:
     for entry in rules_document(rules)["groups"][0]["rules"]:
         used = re.findall(r"\btokspeed_monitor_[a-z0-9_]+", entry["expr"])
         assert used and set(used) <= names.exported_names(), entry["expr"]
+
+
+def test_the_status_line_puts_the_exact_mean_beside_the_bucket_quantiles() -> None:
+    """Issue 24: the server's quantiles came from bucket interpolation (+46% at p50) with no exact mean beside them."""
+    from tokspeed.monitor.loop import server_status
+
+    w = ServerWindow(window_s=4, interval_s=2)
+    w.observe(parse_snapshot(vllm_text({0.1: 100}, 5.0, 100, 10_000), VLLM, at_s=10))
+    w.observe(parse_snapshot(vllm_text({0.1: 100, 0.25: 100, 0.5: 108, 1.0: 110}, 9.0, 110, 10_500), VLLM, at_s=12))
+    line = server_status(w.figures(now_s=12))
+    assert "ttft mean 400.0 p50 ~" in line and "bucket-interpolated" in line  # Δsum/Δcount = 4.0 s / 10
+
+
+def test_the_server_window_covers_what_was_asked() -> None:
+    w = ServerWindow(window_s=30, interval_s=3)
+    for k in range(20):  # scrapes every 3 s
+        w.observe(parse_snapshot(vllm_text({0.1: 10 * k}, 0.5 * k, 10 * k, 100 * k), VLLM, at_s=3.0 * k + 0.4))
+    assert w.figures(now_s=57.2).span_s == pytest.approx(30)  # not 33: the delta ending 0.2 s inside the window is out
+
+
+def test_the_exporter_passes_promtool_check_metrics() -> None:
+    """Issue 24: `promtool check metrics` rejected the exporter (a quantile label on gauges). promtool comes with
+    Debian's prometheus package (`apt-get install -y prometheus`); without it the test says so and skips."""
+    import shutil
+    import subprocess
+
+    from tokspeed.monitor.window import RollingWindow
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (apt-get install -y prometheus provides it)")
+    w = ServerWindow(window_s=4, interval_s=2)
+    w.observe(parse_snapshot(vllm_text({0.1: 100}, 5.0, 100, 10_000), VLLM, at_s=10))
+    w.observe(parse_snapshot(vllm_text({0.1: 100, 0.25: 100, 0.5: 108, 1.0: 110}, 9.0, 110, 10_500), VLLM, at_s=12))
+    window = RollingWindow(window_s=10, bucket_s=1, started_s=0)
+    for i in range(5):
+        window.add_value("ttft", 20.0 + i, now_s=1.0 + i)
+    state = ExportState(target="t", figures=window.figures(6.0), server=w.figures(12), server_scrapes_ok=2,
+                        ok_total=5, alerts=[("ttft_p99_ms_gt_800", "inactive", None)],
+                        gpus=[{"gpu": 0, "utilization_pct": 50.0, "memory_used_mib": 100.0}])
+    for text in (render(make_registry(lambda: state)), render(make_registry(lambda: ExportState(target="x")))):
+        done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=60)
+        assert done.returncode == 0, (done.stdout + done.stderr).decode()
+    parsed = {s.name: s.value for f in text_string_to_metric_families(text.decode()) for s in f.samples}
+    assert parsed["tokspeed_monitor_ttft_seconds_count"] == 0.0  # the empty state: a count of 0, quantiles NaN

@@ -112,7 +112,9 @@ def test_failures_beyond_the_tallied_causes_are_still_counted() -> None:
     digest = digest_point(records)
     assert len(digest.causes) == MAX_CAUSES and digest.untallied_failed == 40 and digest.failed == n
     found = errors(point(records), Thresholds(max_error_groups=3))
-    assert sum(int(f.evidence["count"]) for f in found) == n  # every failure is in some finding
+    total, *by_cause = found  # every request failed, over causes of 1 each: the total finding comes first
+    assert total.severity == "critical" and total.evidence["count"] == n and total.evidence["causes"] == MAX_CAUSES + 1
+    assert sum(int(f.evidence["count"]) for f in by_cause) == n  # every failure is in some cause's finding
     assert found[-1].evidence["causes"] == MAX_CAUSES - 3 + 1  # the untallied ones: at least one more cause
 
 

@@ -30,3 +30,17 @@ def test_length_stops_counted_by_chunks_are_not_early_stops() -> None:
 def test_real_early_stops_still_warn() -> None:
     records = [_record(i, 16, "stop") for i in range(20)]
     assert [w for w in _warnings(records) if "stopped before max_tokens" in w]
+
+
+def test_one_bad_usage_value_is_one_warning_and_the_finding_covers_it() -> None:
+    """Issue 24: one wrong usage was warned twice here (an anomaly, and 'no usage' — false) beside its finding."""
+    from tokspeed.records import Anomaly
+
+    records = [_record(i, 16, "length") for i in range(4)]
+    for r in records[1:]:
+        r.output_tokens_source = TokenSource.USAGE
+    records[0].anomalies = [Anomaly.USAGE_BELOW_CHUNKS.value]  # usage given, below its chunks: counted by chunks
+    bench = build_benchmark("p", {"kind": "concurrency", "concurrency": 4}, records, [])
+    tagged = measurement_warnings(bench, RunConfig(), records)
+    assert [rule for rule, text in tagged if "usage" in text] == ["token_count"]
+    assert not [text for _, text in tagged if "had no usage" in text]

@@ -78,12 +78,29 @@ class ModelDirReport:
     def ok(self) -> bool:
         return not self.errors
 
+    @property
+    def own_code(self) -> bool:
+        """The directory's own code (auto_map) will be loaded: it needs it and --trust-remote-code was given."""
+        return self.remote_code.needed and self.trust_remote_code
+
+    @property
+    def verdict(self) -> str:
+        """'loadable', 'not loadable', or 'unchecked': no error in the files, but the engine's support for the
+        model could not be checked here (transformers not installed, vLLM not importable) and no code of its own
+        stands in for it."""
+        if self.errors:
+            return "not loadable"
+        if any(p.code == "support_unknown" for p in self.problems) and not self.own_code:
+            return "unchecked"
+        return "loadable"
+
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (file lists and problems; no tokenizer_config contents)."""
         w, t = self.weights, self.tokenizer
         return {
             "engine": self.engine,
             "ok": self.ok,
+            "verdict": self.verdict,
             "model_type": self.model_type,
             "architectures": self.architectures,
             "checkpoint_dtype": self.checkpoint_dtype,
@@ -347,7 +364,10 @@ def render_report(report: ModelDirReport) -> list[str]:
             lines.append(f"  hint: {p.hint}")
     n_err, n_warn = len(report.errors), len(report.warnings)
     counts = f"{n_err} error{'s' if n_err != 1 else ''}, {n_warn} warning{'s' if n_warn != 1 else ''}"
-    lines.append(f"Verdict: {'looks loadable' if report.ok else 'will NOT load'} ({counts})")
+    verdict = {"loadable": "looks loadable", "not loadable": "will NOT load",
+               "unchecked": f"the files look right, but whether {report.engine} can load model_type "
+                            f"{report.model_type or '?'} was not checked ({report.support.source})"}[report.verdict]
+    lines.append(f"Verdict: {verdict} ({counts})")
     return lines
 
 
@@ -363,6 +383,8 @@ def _areas(report: ModelDirReport) -> list[tuple[str, str]]:
             f"auto_map {', '.join(r.entries)}; --trust-remote-code {'given' if report.trust_remote_code else 'not given'}")
     verdict = {True: "yes", False: "no", None: "unknown"}[s.supported]
     support = f"{verdict} ({s.source}{', ' + s.engine_class if s.engine_class else ''})"
+    if report.own_code and s.supported is not True:  # the directory's code is what loads, not a built-in class
+        support = f"by the directory's own code (auto_map, --trust-remote-code); built-in: {support}"
     return [
         ("config", f"model_type {report.model_type or '?'}, {arch}, max context {report.max_context or '?'}"),
         ("weights", weights),

@@ -19,7 +19,9 @@ GGUF), the tokenizer files and chat template, custom code (auto_map: whether
 has the architecture (the installed transformers' AutoModelForCausalLM, or
 vLLM's model registry when vLLM imports), the stored dtype and the parameter
 count. Nothing is loaded. `tokspeed run --target hf:PATH` / `vllm:PATH` runs the
-same checks first and stops on an error. Exit code 0 when it looks loadable, 2 when not.
+same checks first and stops on an error. Exit code 2 when it will not load, else 0: it
+looks loadable, or its files look right but the engine's support could not be checked
+here (the verdict and the JSON's "verdict": "unchecked" say so).
 
   tokspeed check-model ./Qwen2-7B-Instruct
 

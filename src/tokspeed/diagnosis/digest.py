@@ -61,6 +61,7 @@ class _Earliest:
 
     sent_ns: int
     value: float
+    input_tokens: int | None = None  # its prompt's tokens, when the latency is a TTFT (cold start is normalised by them)
 
 
 class _FirstAndRest:
@@ -72,12 +73,12 @@ class _FirstAndRest:
         self.first: _Earliest | None = None
         self.rest = BufferedSample()
 
-    def add(self, sent_ns: int, value: float) -> None:
+    def add(self, sent_ns: int, value: float, input_tokens: int | None = None) -> None:
         if self.first is None:
-            self.first = _Earliest(sent_ns, value)
+            self.first = _Earliest(sent_ns, value, input_tokens)
         elif sent_ns < self.first.sent_ns:
             self.rest.append(self.first.value)
-            self.first = _Earliest(sent_ns, value)
+            self.first = _Earliest(sent_ns, value, input_tokens)
         else:
             self.rest.append(value)
 
@@ -126,13 +127,36 @@ class LineFitter:
     def fit(self) -> LinearFit:
         if self._x is not None and self._y is not None:
             return fit_line(np.array(self._x, dtype=np.float64), np.array(self._y, dtype=np.float64))
-        if self._cxx <= 0:
-            return LinearFit(points=self.n, slope_ms_per_1k_tokens=None, intercept_ms=None, r2=None)
-        slope = self._cxy / self._cxx
-        intercept = self._my - slope * self._mx
-        residual = max(self._cyy - slope * self._cxy, 0.0)
-        r2 = 1.0 - residual / self._cyy if self._cyy > 0 else 1.0
-        return LinearFit(points=self.n, slope_ms_per_1k_tokens=slope * 1000, intercept_ms=intercept, r2=r2)
+        return _from_moments(self.n, self._mx, self._my, self._cxx, self._cxy, self._cyy)
+
+    def fit_without(self, x: float, y: float) -> LinearFit:
+        """The line through every point but one (x, y) added before: the cold-start rule judges the first
+        request against the others' line, which its own slowness must not bend."""
+        if self._x is not None and self._y is not None:
+            xs, ys = np.array(self._x, dtype=np.float64), np.array(self._y, dtype=np.float64)
+            hits = np.flatnonzero((xs == x) & (ys == y))
+            if len(hits):
+                xs, ys = np.delete(xs, hits[0]), np.delete(ys, hits[0])
+            return fit_line(xs, ys)
+        n = self.n - 1  # Welford's update run backwards
+        if n < 2:
+            return LinearFit(points=max(n, 0), slope_ms_per_1k_tokens=None, intercept_ms=None, r2=None)
+        mx, my = self._mx - (x - self._mx) / n, self._my - (y - self._my) / n
+        cxx = self._cxx - (x - mx) * (x - self._mx)
+        cxy = self._cxy - (x - mx) * (y - self._my)
+        cyy = self._cyy - (y - my) * (y - self._my)
+        return _from_moments(n, mx, my, cxx, cxy, cyy)
+
+
+def _from_moments(n: int, mx: float, my: float, cxx: float, cxy: float, cyy: float) -> LinearFit:
+    """Ordinary least squares from means and co-moments."""
+    if cxx <= 1e-12 * max(1.0, mx * mx) * max(n, 1):
+        return LinearFit(points=n, slope_ms_per_1k_tokens=None, intercept_ms=None, r2=None)
+    slope = cxy / cxx
+    intercept = my - slope * mx
+    residual = max(cyy - slope * cxy, 0.0)
+    r2 = 1.0 - residual / cyy if cyy > 0 else 1.0
+    return LinearFit(points=n, slope_ms_per_1k_tokens=slope * 1000, intercept_ms=intercept, r2=r2)
 
 
 def _bump(counts: Counter[str], key: str) -> None:
@@ -149,6 +173,11 @@ def _latency_ms(r: RequestRecord) -> float | None:
     if value is None:
         value = e2e_ns(r)
     return None if value is None else value / NS_PER_MS
+
+
+def _ttft_input(r: RequestRecord) -> int | None:
+    """The prompt's tokens when the cold-start latency is a TTFT (what the prefill line predicts), else None."""
+    return r.input_tokens if r.input_tokens and ttft_ns(r) is not None else None
 
 
 @dataclass(slots=True)
@@ -172,7 +201,7 @@ class PointDigest:
     # measured, ok
     ok: int = 0
     sources: Counter[str] = field(default_factory=Counter)  # output_tokens_source
-    chunk_counted: int = 0
+    chunk_counted: int = 0  # ... counted one per chunk for want of any usage (a wrong usage is usage_below)
     approx_input: int = 0
     usage_below: int = 0  # anomaly usage_below_chunks
     usage_below_sources: Counter[str] = field(default_factory=Counter)
@@ -245,12 +274,13 @@ class PointDigest:
         source = r.output_tokens_source
         if source is not None:
             _bump(self.sources, source.value)
-        self.chunk_counted += source is TokenSource.CHUNKS
         self.approx_input += r.input_tokens_source is TokenSource.APPROX
         if r.anomalies and Anomaly.USAGE_BELOW_CHUNKS.value in r.anomalies:
-            self.usage_below += 1
+            self.usage_below += 1  # usage was given but wrong: counted another way, which that finding says
             if source is not None:
                 _bump(self.usage_below_sources, source.value)
+        else:
+            self.chunk_counted += source is TokenSource.CHUNKS  # no usage at all
         if r.max_tokens and r.output_tokens is not None:
             self._add_asked(r, r.output_tokens, r.max_tokens)
         self._add_prefill(r)
@@ -285,7 +315,7 @@ class PointDigest:
             self.first_iteration = r.iteration  # a lower iteration turned up: start over (rare: files are in order)
             self.first_iteration_latency = _FirstAndRest()
         if r.iteration == self.first_iteration and latency is not None:
-            self.first_iteration_latency.add(r.sent_ns, latency)
+            self.first_iteration_latency.add(r.sent_ns, latency, _ttft_input(r))
 
     # warm-up ---------------------------------------------------------------------
     def _add_warmup_ok(self, r: RequestRecord) -> None:
@@ -293,7 +323,7 @@ class PointDigest:
         latency = _latency_ms(r)
         if latency is not None:
             if self.first_warmup is None or r.sent_ns < self.first_warmup.sent_ns:
-                self.first_warmup = _Earliest(r.sent_ns, latency)
+                self.first_warmup = _Earliest(r.sent_ns, latency, _ttft_input(r))
             self.warmup_timed += 1
 
     # what the rules read ----------------------------------------------------------

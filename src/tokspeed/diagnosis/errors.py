@@ -7,6 +7,11 @@ one more). Severity: critical when the cause failed ≥ `error_critical_share` o
 the measured requests that finished, else warning. The advice comes from the
 message first (out of memory, context length, model not found), then the kind
 and HTTP status (timeouts, 429/503, connect, broken streams, 4xx, 5xx, ...).
+When failures spread over several causes, each may stay under the threshold while
+together they do not: then a total finding (critical: all causes together failed ≥
+`error_critical_share` of the finished requests) comes first, so severity follows
+the whole point's error rate (a run's total over several points cannot pass the
+threshold unless one point does: it is their weighted mean).
 Requests that succeeded only after `--retries` get one more finding (warning):
 the server was shedding load.
 """
@@ -154,9 +159,28 @@ def errors(p: PointData, t: Thresholds) -> list[Finding]:
     ranked = d.ranked_causes()
     shown, rest = ranked[: t.max_error_groups], ranked[t.max_error_groups :]
     findings = [_finding(p.index, cause, tally, finished, t) for cause, tally in shown]
+    if share(d.failed, finished) >= t.error_critical_share and all(f.severity != "critical" for f in findings):
+        findings.insert(0, _total(p.index, d, finished, t))  # no cause alone reached it: together they do
     if rest or d.untallied_failed:
         findings.append(_rest(p.index, d, rest, finished, t))
     return [*findings, retried] if retried else findings
+
+
+def _total(index: int, d: PointDigest, finished: int, t: Thresholds) -> Finding:
+    """All causes together: the error rate that decides severity when no one cause reaches the threshold."""
+    part = share(d.failed, finished)
+    largest = d.ranked_causes()[0][1].count if d.causes else 0
+    return Finding(
+        rule="errors",
+        severity="critical",
+        title=f"{d.failed} of {finished} requests ({pct(part)}) failed, over {d.cause_count} causes "
+        f"(the largest {pct(share(largest, finished))}): the run's error rate is above {pct(t.error_critical_share)}",
+        evidence={"count": d.failed, "finished": finished, "share": part, "causes": d.cause_count,
+                  "largest_cause_share": share(largest, finished), "threshold_critical_share": t.error_critical_share},
+        advice="fix the causes listed below, largest first; a run failing this often measures the failures, "
+        "not the server's speed",
+        benchmark=index,
+    )
 
 
 def _retried(index: int, d: PointDigest) -> Finding | None:

@@ -26,7 +26,15 @@ from tokspeed.diagnosis.context import PointData
 from tokspeed.diagnosis.digest import PointDigest, digest_point
 from tokspeed.diagnosis.errors import errors
 from tokspeed.diagnosis.gpu import gpu_underutilised
+from tokspeed.diagnosis.load import (
+    itl_load_growth,
+    kv_cache_pressure,
+    server_bound,
+    throughput_knee,
+    ttft_client_gap,
+)
 from tokspeed.diagnosis.schema import Finding
+from tokspeed.diagnosis.tail import ttft_tail
 from tokspeed.diagnosis.stability import cold_start, too_few_samples, unstable
 from tokspeed.diagnosis.thresholds import DEFAULT, Thresholds
 from tokspeed.diagnosis.tokens import output_length, token_count
@@ -44,16 +52,23 @@ POINT_RULES: tuple[tuple[str, PointRule], ...] = (
     ("cold_start", cold_start),
     ("ttft_prefill", ttft_prefill),
     ("reconnects", reconnects),
+    ("ttft_tail", ttft_tail),
 )
 RESULT_RULES: tuple[tuple[str, ResultRule], ...] = (
     ("too_few_samples", too_few_samples),
     ("client_bound", client_bound),
     ("gpu_underutilised", gpu_underutilised),
     ("unstable", unstable),
-    ("ttft_queueing", ttft_queueing),
+    ("ttft_queueing", ttft_queueing),  # also says ttft_growth: TTFT grew with load, the server's queue empty
     ("ttft_prefill", ttft_prefill_sweep),
+    ("ttft_client_gap", ttft_client_gap),
+    ("itl_load_growth", itl_load_growth),
+    ("throughput_knee", throughput_knee),
+    ("kv_cache_pressure", kv_cache_pressure),
+    ("server_bound", server_bound),
 )
-RULE_IDS: tuple[str, ...] = tuple(dict.fromkeys(name for name, _ in (*POINT_RULES, *RESULT_RULES)))
+EXTRA_IDS = ("ttft_growth",)  # emitted by a rule listed under another name
+RULE_IDS: tuple[str, ...] = tuple(dict.fromkeys([*(name for name, _ in (*POINT_RULES, *RESULT_RULES)), *EXTRA_IDS]))
 FAILED_RULE = "diagnosis_error"
 _RANK = {"critical": 0, "warning": 1, "info": 2}
 

@@ -9,7 +9,11 @@
     its iteration (with ≥ `cold_min_requests` requests);
   - info: the first warm-up request was that much slower than the measured median —
     warm-up did its job, and cold start may deserve a measurement of its own.
-  Each also needs a difference of ≥ `cold_min_ms`.
+  Each also needs a difference of ≥ `cold_min_ms`. A request's TTFT is judged against
+  what its own prompt should cost: where the point's TTFT-vs-prompt-tokens line (the
+  `ttft_prefill` fit, without the request judged) explains TTFT (slope > 0, r² ≥
+  `prefill_r2`, ≥ `prefill_min_points` requests), the expected TTFT is that line at the
+  request's prompt length, not the median of prompts of other lengths.
 * too_few_samples (result rule): fewer than `min_samples_p99` completed requests
   (p99 is then essentially the maximum); critical when none completed. The evidence
   carries the 95% CIs of TTFT/E2E p90 and p99 (None: too few samples to bound them),
@@ -21,14 +25,19 @@
 from __future__ import annotations
 
 import statistics
+from typing import TYPE_CHECKING
 
 from tokspeed.diagnosis.context import PointData, pct
 from tokspeed.diagnosis.schema import Finding
 from tokspeed.diagnosis.thresholds import Thresholds
+from tokspeed.metrics.fit import LinearFit
 from tokspeed.metrics.iterations import AcrossIterations
 from tokspeed.metrics.schema import Summary
 from tokspeed.metrics.stats import min_samples_for_ci, required_samples
 from tokspeed.results import Benchmark, RunResult
+
+if TYPE_CHECKING:
+    from tokspeed.diagnosis.digest import PointDigest
 
 CI_PRECISION = 0.10  # suggested_requests: the p99 CI half-width within 10% of p99
 _SPREAD_METRICS = ("ttft_mean_ms", "tpot_mean_ms", "e2e_mean_ms")
@@ -113,21 +122,47 @@ def _first_iteration(p: PointData, t: Thresholds) -> Finding | None:
     )
 
 
+def _expected(fit: LinearFit, input_tokens: int | None, median: float, d: PointDigest,
+              t: Thresholds) -> tuple[float, str]:
+    """What a request's TTFT should be: the prefill line at its prompt length where the line explains TTFT,
+    else the median; with how it was judged ('prefill line' or 'median')."""
+    slope, intercept, r2 = fit.slope_ms_per_1k_tokens, fit.intercept_ms, fit.r2
+    if input_tokens is None or slope is None or intercept is None or r2 is None or slope <= 0 \
+            or r2 < t.prefill_r2 or fit.points < t.prefill_min_points:
+        return median, "median"
+    at = intercept + slope * input_tokens / 1000
+    return (at, "prefill line") if at > 0 else (median, "median")
+
+
+def _against(value: float, expected: float, basis: str, input_tokens: int | None, median: float) -> str:
+    if basis == "median":
+        return f"{value / expected:.1f}× the median {expected:.1f} ms"
+    return (f"{value / expected:.1f}× the {expected:.1f} ms its {input_tokens}-token prompt should take "
+            f"(the point's prefill line; median {median:.1f} ms)")
+
+
 def _first_request(p: PointData, t: Thresholds) -> Finding | None:
-    """The earliest-sent measured request of the first iteration against the median of the others in it."""
-    timed = p.digest.first_iteration_latency  # measured ok requests of the lowest iteration, with a latency
+    """The earliest-sent measured request of the first iteration against what the others say it should take."""
+    d = p.digest
+    timed = d.first_iteration_latency  # measured ok requests of the lowest iteration, with a latency
     if timed.first is None or timed.count < t.cold_min_requests:
         return None
     first, rest = timed.first.value, timed.rest_median()
-    if rest is None or not _slow(first, rest, t):
+    if rest is None:
         return None
-    warmed = p.digest.warmup_ok
+    n_in = timed.first.input_tokens
+    fit = d.prefill.fit_without(float(n_in), first) if n_in is not None else d.prefill.fit()
+    expected, basis = _expected(fit, n_in, rest, d, t)
+    if not _slow(first, expected, t):
+        return None
+    warmed = d.warmup_ok
     why = f"after {warmed} warm-up requests: the warm-up was too short" if warmed else "with no warm-up"
     return Finding(
         rule="cold_start",
         severity="warning",
-        title=f"the first measured request took {first:.1f} ms, {first / rest:.1f}× the median {rest:.1f} ms ({why})",
-        evidence={"first_request_ms": first, "median_ms": rest, "factor": first / rest, "warmup_requests": warmed,
+        title=f"the first measured request took {first:.1f} ms, {_against(first, expected, basis, n_in, rest)} ({why})",
+        evidence={"first_request_ms": first, "median_ms": rest, "expected_ms": expected, "expected_from": basis,
+                  "input_tokens": n_in, "factor": first / expected, "warmup_requests": warmed,
                   "threshold_factor": t.cold_factor},
         advice=COLD_ADVICE,
         benchmark=p.index,
@@ -135,20 +170,22 @@ def _first_request(p: PointData, t: Thresholds) -> Finding | None:
 
 
 def _warmup(p: PointData, t: Thresholds) -> Finding | None:
-    """The earliest-sent warm-up request against the median of the measured ones."""
+    """The earliest-sent warm-up request against what the measured ones say it should take."""
     d = p.digest
     typical = d.measured_median()
     if d.first_warmup is None or typical is None or d.measured_timed < t.cold_min_requests:
         return None
-    first = d.first_warmup.value
-    if not _slow(first, typical, t):
+    first, n_in = d.first_warmup.value, d.first_warmup.input_tokens
+    expected, basis = _expected(d.prefill.fit(), n_in, typical, d, t)
+    if not _slow(first, expected, t):
         return None
     return Finding(
         rule="cold_start",
         severity="info",
-        title=f"the first warm-up request took {first:.1f} ms, {first / typical:.1f}× the measured median "
-        f"{typical:.1f} ms: the warm-up kept a cold start out of the statistics",
-        evidence={"first_warmup_ms": first, "measured_median_ms": typical, "factor": first / typical,
+        title=f"the first warm-up request took {first:.1f} ms, {_against(first, expected, basis, n_in, typical)}: "
+        "the warm-up kept a cold start out of the statistics",
+        evidence={"first_warmup_ms": first, "measured_median_ms": typical, "expected_ms": expected,
+                  "expected_from": basis, "input_tokens": n_in, "factor": first / expected,
                   "warmup_requests": d.warmup_timed, "threshold_factor": t.cold_factor},
         advice=COLD_ADVICE,
         benchmark=p.index,

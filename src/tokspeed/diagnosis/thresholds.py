@@ -46,6 +46,24 @@ class Thresholds:
     reconnect_min: int = 3  # ... and at least this many
     # too_few_samples
     min_samples_p99: int = 100  # completed requests below this: p99 is essentially the max
+    # ttft_client_gap (server-reported timings)
+    gap_min_ms: float = 20.0  # client TTFT p50 − the server's own TTFT p50 at least this ...
+    gap_share: float = 0.25  # ... and at least this share of the client's TTFT p50
+    gap_min_requests: int = 5  # requests with server timings needed
+    # ttft_tail
+    tail_factor: float = 5.0  # TTFT p99 at least this many times p50 ...
+    tail_min_ms: float = 50.0  # ... and above it by at least this much (with ≥ min_samples_p99 requests)
+    bimodal_min_share: float = 0.10  # each mode holds at least this share of the requests ...
+    bimodal_ratio: float = 2.0  # ... the slower mode's fastest is at least this many times the faster's slowest
+    bimodal_min_requests: int = 20
+    bimodal_min_gap_ms: float = 10.0  # ... and the modes at least this far apart (a busy machine's jitter is not a mode)
+    # itl_load_growth / throughput_knee (sweeps of one kind and target)
+    itl_growth: float = 1.5  # ITL p50 at the highest load / at the lowest ...
+    itl_growth_min_ms: float = 2.0  # ... and larger by at least this much
+    knee_gain: float = 0.10  # past the knee, more load gains less than this share of throughput ...
+    knee_latency_growth: float = 1.5  # ... while E2E p50 grows at least this many times
+    # server_bound
+    server_keep_up: float = 0.90  # an open-loop point completing below this share of the arrivals, the client on time
 
 
 DEFAULT = Thresholds()

@@ -9,8 +9,10 @@
   - warning: responses whose usage.completion_tokens was below their count of
     token-bearing chunks (anomaly `usage_below_chunks`; usage was ignored for them);
   - warning: output tokens counted as one per chunk (no usage, no tokenizer): an
-    undercount when chunks carry several tokens;
-  - warning: one point counted output tokens in more than one way;
+    undercount when chunks carry several tokens (responses whose usage was given but
+    wrong are the first finding's, not this one's; "drop --no-usage" only when it was given);
+  - warning: one point counted output tokens in more than one way, the responses
+    with a wrong usage left out (the first finding says how they were counted);
   - info: input tokens approximated from characters.
 """
 
@@ -128,13 +130,21 @@ def _chunk_counted(p: PointData) -> Finding | None:
         title=f"{d.chunk_counted} of {d.ok} responses had no usage: output tokens were counted as one per chunk, "
         "an undercount wherever a chunk carried several tokens",
         evidence={"chunk_counted": d.chunk_counted, "completed": d.ok},
-        advice=f"let the server report usage (drop --no-usage; servers that refuse stream_options cannot) or {EXACT_COUNT}",
+        advice=(f"let the server report usage (drop --no-usage) or {EXACT_COUNT}" if _no_usage(p.config) else
+                f"the server sent no usage although tokspeed asked for it (stream_options.include_usage): "
+                f"{EXACT_COUNT}"),
         benchmark=p.index,
     )
 
 
+def _no_usage(config: Mapping[str, Any]) -> bool:
+    """--no-usage was given (the resolved config's include_usage is False)."""
+    return config.get("include_usage") is False
+
+
 def _mixed_sources(p: PointData) -> Finding | None:
-    sources = _sources(p.digest.sources)
+    d = p.digest
+    sources = _sources(d.sources - d.usage_below_sources)  # a wrong usage's fallback is _usage_below_chunks's fact
     if len(sources) < 2:
         return None
     described = _described(sources)

@@ -4,7 +4,11 @@
   - server telemetry: the `waiting` gauge's mean > `queue_waiting_mean` over a point;
   - across load points of one profile kind and target (a concurrency or rate sweep, a
     capacity search): TTFT p50 at the highest load ≥ `queue_growth` × at the lowest,
-    while the mean prompt length changed by less than `same_input_ratio`.
+    while the mean prompt length changed by less than `same_input_ratio` — unless the
+    server's own `waiting` gauge was sampled at the highest load and never exceeded
+    `queue_waiting_mean`: then nothing queued in the server, and `ttft_growth` (info)
+    says TTFT grew with load without a queue (CPU contention, a slower batched prefill,
+    the client) instead of advising a larger batch.
   A KV-cache usage max ≥ `kv_cache_full_pct` changes the advice: the cache is the limit.
 * ttft_prefill, info: TTFT ≈ intercept + slope × prompt tokens explains TTFT
   (r² ≥ `prefill_r2`) and the prefill part at the mean prompt length is ≥
@@ -24,6 +28,7 @@ from tokspeed.diagnosis.scopes import Scope, telemetry_scopes
 from tokspeed.diagnosis.thresholds import Thresholds
 from tokspeed.metrics.fit import LinearFit
 from tokspeed.results import Benchmark, RunResult
+from tokspeed.telemetry.schema import SeriesStats
 
 QUEUE_ADVICE = (
     "requests wait for a batch slot before their prefill: raise the server's concurrent-request limit "
@@ -46,7 +51,7 @@ PREFILL_ADVICE = (
 def ttft_queueing(result: RunResult, t: Thresholds) -> list[Finding]:
     findings = [f for scope in telemetry_scopes(result) if (f := _server_queue(scope, result, t))]
     groups = _load_groups(result)
-    return findings + [f for (dimension, _), group in groups.items() if (f := _growth(dimension, group, t))]
+    return findings + [f for (dimension, _), group in groups.items() if (f := _growth(dimension, group, t, result))]
 
 
 def _server_queue(scope: Scope, result: RunResult, t: Thresholds) -> Finding | None:
@@ -95,7 +100,25 @@ def _load_groups(result: RunResult) -> dict[tuple[str, str], list[tuple[float, i
     return groups
 
 
-def _growth(dimension: str, group: list[tuple[float, int, Benchmark]], t: Thresholds) -> Finding | None:
+NO_QUEUE_ADVICE = (
+    "the server's queue stayed empty, so a larger batch limit (--max-num-seqs) would not help: look for CPU "
+    "contention on the server's or the client's host (other processes, tokspeed on the server's machine; see "
+    "client_bound), a prefill that slows as the batch grows (enable chunked prefill), or network delay"
+)
+
+
+def _waiting(result: RunResult, index: int) -> SeriesStats | None:
+    """The server's `waiting` gauge over a point (its own telemetry, else the run's when the run is that point)."""
+    b = result.benchmarks[index]
+    telemetry = b.telemetry if b.telemetry is not None else (result.telemetry if len(result.benchmarks) == 1 else None)
+    server = telemetry.server if telemetry is not None else None
+    if server is None or not server.waiting.samples or server.waiting.max is None:
+        return None
+    return server.waiting
+
+
+def _growth(dimension: str, group: list[tuple[float, int, Benchmark]], t: Thresholds,
+            result: RunResult | None = None) -> Finding | None:
     if len({load for load, _, _ in group}) < 2:
         return None
     low_load, _, low = min(group, key=lambda g: (g[0], g[1]))
@@ -106,6 +129,21 @@ def _growth(dimension: str, group: list[tuple[float, int, Benchmark]], t: Thresh
         return None
     if lo_in and hi_in and max(lo_in, hi_in) / min(lo_in, hi_in) >= t.same_input_ratio:
         return None  # the prompts changed too: not a clean queueing signal
+    high_index = max(group, key=lambda g: (g[0], -g[1]))[1]
+    waiting = _waiting(result, high_index) if result is not None else None
+    if waiting is not None and (waiting.max or 0.0) <= t.queue_waiting_mean:
+        return Finding(
+            rule="ttft_growth",
+            severity="info",
+            title=f"TTFT p50 grew {hi_ttft / lo_ttft:.1f}× from {dimension} {low_load:g} to {high_load:g} "
+            f"({lo_ttft:.1f} → {hi_ttft:.1f} ms) while the server's waiting gauge stayed at "
+            f"{waiting.max or 0:g} ({waiting.samples} samples): not queueing in the server",
+            evidence={"dimension": dimension, "low_load": low_load, "high_load": high_load,
+                      "ttft_p50_low_ms": lo_ttft, "ttft_p50_high_ms": hi_ttft, "server_waiting_max": waiting.max,
+                      "server_waiting_samples": waiting.samples, "threshold_factor": t.queue_growth},
+            advice=NO_QUEUE_ADVICE,
+            benchmark=None,
+        )
     return Finding(
         rule="ttft_queueing",
         severity="info",

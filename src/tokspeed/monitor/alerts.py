@@ -5,7 +5,9 @@ once it has held for the rule's `for` duration (at an evaluation), the alert
 *fires*; when it stops holding, a pending alert silently goes back to inactive
 and a firing one *resolves*. Only firing and resolving are events (delivered to
 stderr, alerts.jsonl and the webhook). Time is passed in (`now`, Unix seconds),
-so tests drive it with a fake clock.
+so tests drive it with a fake clock. A percentile rule whose metric has fewer than
+`rule.min_samples` samples in the window (`counts`, metric -> samples) reads None ("no
+data"): one outlier among a few probes cannot fire it; `short(rule)` says how many it has.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class _Track:
     since_s: float = 0.0  # when the condition started holding
     fired_s: float = 0.0
     value: float | None = None
+    short: tuple[int, int] | None = None  # (samples in the window, samples needed) while too few
 
 
 class AlertTracker:
@@ -69,11 +72,23 @@ class AlertTracker:
         """The value seen at the last evaluation."""
         return self._tracks[rule.alert_name].value
 
-    def evaluate(self, values: Mapping[str, float | None], now: float) -> list[AlertEvent]:
-        """One evaluation of every rule against `values` (name -> observed) at time `now`."""
+    def short(self, rule: AlertRule) -> tuple[int, int] | None:
+        """(samples, needed) when the last evaluation had too few samples to read the rule, else None."""
+        return self._tracks[rule.alert_name].short
+
+    def evaluate(self, values: Mapping[str, float | None], now: float,
+                 counts: Mapping[str, int] | None = None) -> list[AlertEvent]:
+        """One evaluation of every rule against `values` (name -> observed) at time `now`; `counts`
+        (metric -> samples in the window) hold back percentile rules with fewer than `min_samples`."""
         events = []
         for rule in self.rules:
-            event = self._step(rule, values.get(rule.name), now)
+            observed = values.get(rule.name)
+            track = self._tracks[rule.alert_name]
+            have = None if counts is None or rule.metric not in counts else counts[rule.metric]
+            track.short = (have, rule.min_samples) if have is not None and have < rule.min_samples else None
+            if track.short is not None:
+                observed = None  # too few samples: this percentile is one or two values, not a tail
+            event = self._step(rule, observed, now)
             if event is not None:
                 events.append(event)
         return events

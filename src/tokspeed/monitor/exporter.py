@@ -83,13 +83,28 @@ class MonitorCollector:
 def _latency(s: ExportState, gauge: Any) -> Iterator[Any]:
     for metric, (family, scale, help_text) in names.LATENCY.items():
         dist = s.figures.dists.get(metric) if s.figures else None
-        g = gauge(family, help_text, labels=["target", "quantile"])
-        for stat, q in names.QUANTILE_OF_STAT.items():
-            g.add_metric([s.target, q], _num(getattr(dist, stat) if dist else None, scale))
-        yield g
+        count = dist.count if dist is not None else 0
+        mean = dist.mean if dist is not None else None
+        yield _summary(family, help_text, s.target,
+                       [(q, _num(getattr(dist, stat) if dist else None, scale)) for stat, q in names.QUANTILE_OF_STAT.items()],
+                       count, 0.0 if mean is None else mean * scale * count)
         m = gauge(names.mean_name(metric), f"Mean of {metric} over the rolling window", labels=["target"])
-        m.add_metric([s.target], _num(dist.mean if dist else None, scale))
+        m.add_metric([s.target], _num(mean, scale))
         yield m
+
+
+def _summary(family: str, help_text: str, target: str, quantiles: list[tuple[str, float]], count: float,
+             total: float) -> Any:
+    """A summary family: the window's quantiles, `_count` and `_sum` (Prometheus allows the `quantile` label
+    on summaries only; on gauges `promtool check metrics` rejects it)."""
+    from prometheus_client.core import Metric
+
+    m = Metric(family, help_text, "summary")
+    for q, value in quantiles:
+        m.add_sample(family, {"target": target, "quantile": q}, value)
+    m.add_sample(family + "_sum", {"target": target}, float(total))
+    m.add_sample(family + "_count", {"target": target}, float(count))
+    return m
 
 
 def _alerts(s: ExportState, gauge: Any) -> Iterator[Any]:
@@ -119,10 +134,11 @@ def _server(s: ExportState, f: ServerFigures, gauge: Any, counter: Any) -> Itera
     """The server-side families (--server-metrics): quantiles from its histograms, rates, gauges."""
     t = s.target
     for metric, (family, help_text) in names.SERVER_LATENCY.items():
-        g = gauge(family, help_text + "; quantiles interpolated within its buckets", labels=["target", "quantile"])
-        for stat, q in names.SERVER_QUANTILE_OF_STAT.items():
-            g.add_metric([t, q], _num(f.quantiles.get(metric, {}).get(stat)))
-        yield g
+        count = f.observations.get(metric) or 0
+        mean = f.means.get(metric)
+        yield _summary(family, help_text + "; quantiles interpolated within its buckets, _sum/_count exact", t,
+                       [(q, _num(f.quantiles.get(metric, {}).get(stat))) for stat, q in names.SERVER_QUANTILE_OF_STAT.items()],
+                       count, 0.0 if mean is None else mean * count)
         m = gauge(names.server_mean_name(metric), f"Server-side mean {metric} over the rolling window (Δsum/Δcount)",
                   labels=["target"])
         m.add_metric([t], _num(f.means.get(metric)))

@@ -108,6 +108,7 @@ class Monitor:
         self._gpus: Any = None
         self._stop = asyncio.Event()
         self.server = self._server_source()
+        self._short: set[str] = set()  # alerts waiting for enough samples (logged once)
 
     def _server_source(self) -> ServerSource | None:
         from tokspeed.telemetry.server import default_metrics_url, same_origin
@@ -147,6 +148,7 @@ class Monitor:
                     make_registry(lambda: self.state), self.s.prometheus_host, self.s.prometheus_port
                 )
             self.state.alerts = [(r.alert_name, "inactive", None) for r in self.s.rules]
+            self._warn_unreachable()
             if on_ready is not None:
                 on_ready(self)
             prober = None if self.passive else Prober(self.s.probe, self._on_record, self._log)
@@ -283,10 +285,13 @@ class Monitor:
             self.state.gpus = readings
             utils = [r["utilization_pct"] for r in readings if r.get("utilization_pct") is not None]
             values["gpu_utilization_pct"] = sum(utils) / len(utils) if utils else None
+        counts = figures.counts()
         server = await self._scrape_server()
         if server is not None:
             values.update(server.values())
-        events = self.tracker.evaluate(values, time.time())
+            counts.update({f"server_{role}": int(n or 0) for role, n in server.observations.items()})
+        events = self.tracker.evaluate(values, time.time(), counts)
+        self._say_short()
         self.state.figures = figures
         self.state.alerts = [(r.alert_name, self.tracker.state(r).value, self.tracker.value(r)) for r in self.s.rules]
         if not self.s.quiet:
@@ -294,6 +299,30 @@ class Monitor:
         for event in events:
             self._announce(event)
         return events
+
+    def _say_short(self) -> None:
+        """Log once when a percentile alert starts or stops waiting for enough samples to be read."""
+        for rule in self.s.rules:
+            short = self.tracker.short(rule)
+            was = rule.alert_name in self._short
+            if short is not None and not was:
+                self._short.add(rule.alert_name)
+                self._log(f"alert {rule.alert_name} cannot fire yet: {short[0]} of the {short[1]} samples its "
+                          f"{rule.stat} needs in the window (one outlier would decide it)")
+            elif short is None and was:
+                self._short.discard(rule.alert_name)
+                self._log(f"alert {rule.alert_name} has its {rule.min_samples} samples: it is evaluated")
+
+    def _warn_unreachable(self) -> None:
+        """At start: percentile alerts on per-probe metrics that the probe rate and window can never feed."""
+        if self.passive:
+            return
+        per_window = self.s.probe.rate * self.s.window_s
+        for rule in self.s.rules:
+            if rule.metric in ("ttft", "tpot", "e2e", "decode") and rule.min_samples > per_window:
+                self._log(f"alert {rule.alert_name} needs {rule.min_samples} probes in the window for its "
+                          f"{rule.stat}, but {self.s.probe.rate:g} probes/s over {self.s.window_s:g} s give about "
+                          f"{per_window:.0f}: it cannot fire — widen --window or raise --probe-rate")
 
     async def _scrape_server(self) -> ServerFigures | None:
         """Scrape the server's /metrics (when configured) and publish its window; passive: it decides target_up."""
@@ -349,15 +378,20 @@ def server_status(f: ServerFigures) -> str:
 
     def ms(metric: str, stat: str) -> str:
         v = f.quantiles.get(metric, {}).get(stat)
-        return "-" if v is None else f"{v * 1000:.1f}"
+        return "-" if v is None else f"~{v * 1000:.1f}"  # ~: interpolated within the server's histogram buckets
+
+    def mean(metric: str) -> str:
+        v = f.means.get(metric)
+        return "-" if v is None else f"{v * 1000:.1f}"  # exact: Δsum / Δcount
 
     def num(v: float | None, fmt: str = ".1f") -> str:
         return "-" if v is None else format(v, fmt)
 
     return (
         f"server {f.span_s:.0f}s: {num(f.requests_per_s, '.2f')} req/s {num(f.generation_tokens_per_s)} tok/s | "
-        f"ttft p50 {ms('ttft', 'p50')} p99 {ms('ttft', 'p99')} ms | itl p50 {ms('itl', 'p50')} ms | "
-        f"e2e p99 {ms('e2e', 'p99')} ms | running {num(f.running, 'g')} waiting {num(f.waiting, 'g')} "
+        f"ttft mean {mean('ttft')} p50 {ms('ttft', 'p50')} p99 {ms('ttft', 'p99')} ms | "
+        f"itl mean {mean('itl')} p50 {ms('itl', 'p50')} ms | e2e mean {mean('e2e')} p99 {ms('e2e', 'p99')} ms "
+        f"(~ bucket-interpolated) | running {num(f.running, 'g')} waiting {num(f.waiting, 'g')} "
         f"kv {num(f.kv_cache_usage_pct)}%"
     )
 

@@ -1,8 +1,8 @@
 """The exported Prometheus metric names (stable: dashboards and rules use them) and alert PromQL.
 
-Latency families are gauges in base units with a `quantile` label
-("0", "0.5", "0.9", "0.95", "0.99", "0.999", "1": min, percentiles, max) plus a
-`_mean_` gauge; every family carries `target`. `promql(rule)` is the
+Latency families are summaries in base units with a `quantile` label
+("0", "0.5", "0.9", "0.95", "0.99", "0.999", "1": min, percentiles, max) and
+`_sum`/`_count` over the window, plus a `_mean_` gauge; every family carries `target`. `promql(rule)` is the
 expression over these names that an `AlertRule` watches, so the rules file a
 user loads into Prometheus alerts on exactly what the monitor alerts on.
 """
@@ -58,7 +58,7 @@ SERVER_SCALARS = {
 }
 SERVER_WINDOW_REQUESTS = f"{PREFIX}_server_window_requests"  # gauge: requests the server finished inside the window
 SERVER_SCRAPES_TOTAL = f"{PREFIX}_server_scrapes_total"  # counter {outcome="ok"|"error"}
-SERVER_RESETS_TOTAL = f"{PREFIX}_server_counter_resets_total"  # counter: restarts seen (counters went down)
+SERVER_RESETS_TOTAL = f"{PREFIX}_server_restarts_total"  # counter: restarts seen (counters went down); promtool rejects "counter" in a counter name
 SERVER_LAST_SCRAPE = f"{PREFIX}_server_last_scrape_timestamp_seconds"  # gauge: Unix time of the last good scrape
 SERVER_WINDOW_SECONDS = f"{PREFIX}_server_window_seconds"  # gauge: time the window's deltas cover, up to it
 
@@ -77,7 +77,8 @@ def mean_name(metric: str) -> str:
 
 def exported_names() -> set[str]:
     """Every metric name the exporter can emit (counters with their `_total` suffix)."""
-    names = {family for family, _, _ in LATENCY.values()}
+    summaries = {family for family, _, _ in LATENCY.values()} | {family for family, _ in SERVER_LATENCY.values()}
+    names = summaries | {f"{family}_{part}" for family in summaries for part in ("sum", "count")}
     names |= {mean_name(m) for m in LATENCY}
     names |= set(RUN_LEVEL.values())
     names |= {REQUESTS_TOTAL, ERRORS_TOTAL, WINDOW_REQUESTS, UP, LAST_PROBE, ALERT_FIRING, ALERT_PENDING}

@@ -8,6 +8,13 @@ rolling p99 TTFT is above 800 ms. `for D` (D a duration such as `30s`, `2m`)
 makes the condition hold that long before the alert fires; without it the
 alert fires on the first evaluation that meets it.
 
+A percentile alert needs enough samples in the window for its percentile to be more
+than one value: `min_samples` = ceil(1 / (1 − q)) (p50 2, p90 10, p95 20, p99 100,
+p99.9 1000), so that one outlier weighs at most 1/n of the figure; below it the alert
+reads "no data" and cannot fire (the monitor says so at start when the probe rate and
+window cannot supply them, and `AlertTracker.short` tells while they are missing).
+min, max and mean need one.
+
 Names a monitor can watch: percentile names of ttft/itl/tpot/e2e (ms) and
 decode (tokens_per_s) with stat p50, p90, p95, p99, p999, min, max or mean;
 error_rate, requests_per_s, output_tokens_per_s, total_tokens_per_s;
@@ -19,6 +26,7 @@ server_running, server_waiting, server_kv_cache_usage_pct, server_up.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -37,6 +45,7 @@ SERVER_SCALAR_NAMES = (
     "server_requests_per_s", "server_generation_tokens_per_s", "server_running", "server_waiting",
     "server_kv_cache_usage_pct", "server_up",
 )
+_QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 _HINT = "write NAME OP VALUE [for DURATION], e.g. --alert 'ttft_p99_ms>800 for 2m' or --alert 'error_rate>0.02'"
 
 
@@ -65,6 +74,12 @@ class AlertRule:
 
     def __str__(self) -> str:
         return self.expression + (f" for {prom_duration(self.for_s)}" if self.for_s else "")
+
+    @property
+    def min_samples(self) -> int:
+        """Samples the window needs before this alert reads its value: ceil(1 / (1 − q)) for a percentile, else 1."""
+        q = _QUANTILE.get(self.stat or "")
+        return 1 if q is None else math.ceil(round(1 / (1 - q), 9))
 
     def met(self, observed: float | None) -> bool:
         """True when the alert condition holds; a missing value (no data in the window) never does."""

@@ -12,7 +12,8 @@ inside the rolling window (a ring of ceil(window / interval) + 1) and reads:
   mean (Δ_sum / Δ_count);
 * requests_per_s = finished requests (Δ of the E2E histogram's count, else a request counter)
   / covered span, generation_tokens_per_s = Δ generated tokens / covered span, where the
-  covered span is the sum of the deltas' scrape-to-scrape gaps;
+  covered span is the sum of the deltas' scrape-to-scrape gaps (a delta counts when more than half
+  of it lies inside the window, so the span is the window asked to within half an interval);
 * running, waiting, kv_cache_usage_pct from the newest scrape (None while the server is down).
 
 Alert names (`values()`): server_<ttft|itl|tpot|e2e>_<p50|p90|p95|p99|p999|mean>_ms,
@@ -268,7 +269,9 @@ class ServerWindow:
         self.up = False
 
     def figures(self, now_s: float) -> ServerFigures:
-        live = [d for d in self._deltas if d.at_s > now_s - self.window_s]
+        # a delta is indivisible (two scrapes' difference): it counts when most of it lies in the window,
+        # so the covered span is the window asked to within half an interval, never a whole one more
+        live = [d for d in self._deltas if d.at_s - d.span_s / 2 > now_s - self.window_s]
         span = sum(d.span_s for d in live)
         merged = {role: hg.merge(d.histograms[role] for d in live if role in d.histograms) for role in SERVER_METRICS}
         quantiles = {role: {stat: hg.quantile(q, h) for stat, q in SERVER_STATS.items()} for role, h in merged.items()}

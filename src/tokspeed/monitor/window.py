@@ -2,8 +2,12 @@
 
 Time is cut into buckets `bucket_s` wide (the monitor's `--interval`); the ring
 keeps the ceil(window_s / bucket_s) + 1 newest buckets and drops older ones as
-time moves on. The window at `now` is every bucket that overlaps
-(now − window_s, now], so it covers between window_s and window_s + bucket_s. Each bucket counts completed and failed probes and tokens, and keeps
+time moves on. The window at `now` is exactly (now − window_s, now]: every bucket
+inside it, and of the oldest bucket, which it only partly overlaps, the probes that
+ended inside it (each value and each probe keeps its end time). A bucket keeps up to
+`max_samples` probe events; past that, a partly overlapping bucket counts whole and
+`span_s` says how much more than window_s that covers. Each bucket counts completed
+and failed probes and tokens, and keeps
 the per-request values (TTFT, ITL, TPOT, E2E, decode speed, from
 `tokspeed.metrics.request`) in a reservoir of at most `max_samples` per metric
 (Algorithm R, seeded), so memory is bounded by
@@ -14,8 +18,8 @@ Figures over the window (`WindowFigures`):
   of the values of every bucket inside the window;
 * error_rate = failed / (completed + failed) probes ended in the window;
 * requests_per_s, output_tokens_per_s, total_tokens_per_s = completed probes
-  (their tokens) / covered span: from the start of the oldest bucket in the
-  window (or, early on, the monitor's start) to now.
+  (their tokens) / covered span: window_s (or, early on, the time since the
+  monitor's start).
 A value with no data is None (never 0).
 """
 
@@ -56,7 +60,11 @@ class Bucket:
     input_tokens: int = 0
     error_kinds: dict[str, int] = field(default_factory=dict)
     values: dict[str, array] = field(default_factory=dict)  # type: ignore[type-arg]
+    times: dict[str, array] = field(default_factory=dict)  # type: ignore[type-arg]  # each value's end time
     seen: dict[str, int] = field(default_factory=dict)
+    # each probe that ended here: (end time, ok, output tokens, input tokens, error kind), up to max_samples
+    events: list[tuple[float, bool, int, int, str | None]] = field(default_factory=list)
+    events_complete: bool = True  # False once more probes ended here than `events` keeps
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,10 @@ class WindowFigures:
     output_tokens_per_s: float | None
     total_tokens_per_s: float | None
     error_kinds: dict[str, int]
+
+    def counts(self) -> dict[str, int]:
+        """Samples in the window per metric (ttft, itl, ...): what a percentile alert needs enough of."""
+        return {metric: dist.count for metric, dist in self.dists.items()}
 
     def values(self) -> dict[str, float | None]:
         """Flat `<metric>_<stat>_<unit>` -> value, the names alert rules read."""
@@ -117,17 +129,25 @@ class RollingWindow:
             bucket.errors += 1
             kind = record.error_kind.value if record.error_kind is not None else "other"
             bucket.error_kinds[kind] = bucket.error_kinds.get(kind, 0) + 1
+            self._event(bucket, (now_s, False, 0, 0, kind))
             return
         bucket.ok += 1
         bucket.output_tokens += record.output_tokens or 0
         bucket.input_tokens += record.input_tokens or 0
+        self._event(bucket, (now_s, True, record.output_tokens or 0, record.input_tokens or 0, None))
         for metric, values in _per_request(record).items():
             for v in values:
-                self._keep(bucket, metric, v)
+                self._keep(bucket, metric, v, now_s)
 
     def add_value(self, metric: str, value: float, now_s: float) -> None:
         """Keep one value of `metric` directly (tests and non-probe sources)."""
-        self._keep(self._bucket(now_s), metric, value)
+        self._keep(self._bucket(now_s), metric, value, now_s)
+
+    def _event(self, bucket: Bucket, event: tuple[float, bool, int, int, str | None]) -> None:
+        if len(bucket.events) < self.max_samples:
+            bucket.events.append(event)
+        else:
+            bucket.events_complete = False
 
     def _bucket(self, now_s: float) -> Bucket:
         index = math.floor(now_s / self.bucket_s)
@@ -135,39 +155,66 @@ class RollingWindow:
             self._buckets.append(Bucket(index))  # maxlen drops the oldest
         return self._buckets[-1]  # a late arrival (clock order) joins the newest bucket
 
-    def _keep(self, bucket: Bucket, metric: str, value: float) -> None:
+    def _keep(self, bucket: Bucket, metric: str, value: float, now_s: float) -> None:
         store = bucket.values.get(metric)
         if store is None:
             store = bucket.values[metric] = array("d")
+            bucket.times[metric] = array("d")
+        times = bucket.times[metric]
         seen = bucket.seen.get(metric, 0) + 1
         bucket.seen[metric] = seen
         if len(store) < self.max_samples:
             store.append(value)
+            times.append(now_s)
         else:
             j = self._rng.randrange(seen)
             if j < self.max_samples:
                 store[j] = value
+                times[j] = now_s
 
     def _oldest(self, now_s: float) -> int:
         """The index of the oldest bucket that overlaps (now − window, now]."""
         return math.floor((now_s - self.window_s) / self.bucket_s)
 
     def figures(self, now_s: float) -> WindowFigures:
+        start = now_s - self.window_s  # the window is (start, now_s]
         oldest = self._oldest(now_s)
         live = [b for b in self._buckets if b.index >= oldest]
-        ok = sum(b.ok for b in live)
-        errors = sum(b.errors for b in live)
-        out_tokens = sum(b.output_tokens for b in live)
-        in_tokens = sum(b.input_tokens for b in live)
-        span = max(now_s - max(oldest * self.bucket_s, self.started_s), 1e-9)
+        partial = live[0] if live and live[0].index * self.bucket_s <= start else None
+        whole = [b for b in live if b is not partial]
+        ok = sum(b.ok for b in whole)
+        errors = sum(b.errors for b in whole)
+        out_tokens = sum(b.output_tokens for b in whole)
+        in_tokens = sum(b.input_tokens for b in whole)
         kinds: dict[str, int] = {}
-        for b in live:
+        for b in whole:
             for k, n in b.error_kinds.items():
                 kinds[k] = kinds.get(k, 0) + n
+        covered_from = start
+        if partial is not None and not partial.events_complete:  # too many probes kept to split it: count it whole
+            whole.append(partial)
+            ok, errors = ok + partial.ok, errors + partial.errors
+            out_tokens, in_tokens = out_tokens + partial.output_tokens, in_tokens + partial.input_tokens
+            for k, n in partial.error_kinds.items():
+                kinds[k] = kinds.get(k, 0) + n
+            covered_from = partial.index * self.bucket_s
+            partial = None
+        elif partial is not None:
+            for end, good, out_n, in_n, kind in partial.events:
+                if end > start:
+                    ok, errors = ok + good, errors + (not good)
+                    out_tokens, in_tokens = out_tokens + out_n, in_tokens + in_n
+                    if kind is not None:
+                        kinds[kind] = kinds.get(kind, 0) + 1
+        span = max(now_s - max(covered_from, self.started_s), 1e-9)
         dists = {}
         for metric in WINDOW_METRICS:
-            arrays = [b.values[metric] for b in live if metric in b.values]
-            joined = np.concatenate([np.frombuffer(a, dtype=np.float64) for a in arrays]) if arrays else np.empty(0)
+            arrays = [np.frombuffer(b.values[metric], dtype=np.float64) for b in whole if metric in b.values]
+            if partial is not None and metric in partial.values:
+                values = np.frombuffer(partial.values[metric], dtype=np.float64)
+                times = np.frombuffer(partial.times[metric], dtype=np.float64)
+                arrays.append(values[times > start])
+            joined = np.concatenate(arrays) if arrays else np.empty(0)
             dists[metric] = distribution(joined)
         done = ok + errors
         return WindowFigures(

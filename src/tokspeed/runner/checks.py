@@ -15,7 +15,7 @@ from tokspeed.config import RunConfig
 from tokspeed.diagnosis.digest import PointDigest, digest_point
 from tokspeed.load.capacity import keep_up_slack
 from tokspeed.metrics.sustained import window_arrivals
-from tokspeed.records import Anomaly, RequestRecord, TokenSource
+from tokspeed.records import Anomaly, RequestRecord
 from tokspeed.results import Benchmark
 
 LATENESS_WARN_MS = 10.0
@@ -40,15 +40,21 @@ def _too_few(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
 
 
 def _late(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
+    """Schedule lag with no --max-concurrency: the client's own delay (client_bound says it with its evidence)."""
     p99 = b.summary.lateness_ms.p99
-    if cfg.profile != "rate" or p99 is None or p99 <= LATENESS_WARN_MS:
+    if cfg.profile != "rate" or cfg.max_concurrency or p99 is None or p99 <= LATENESS_WARN_MS:
         return None
-    cause = (
-        "requests waited for a free --max-concurrency slot"
-        if cfg.max_concurrency
-        else "the client could not keep up with the schedule (its CPU is the bottleneck)"
-    )
-    return f"requests started late (lateness p99 {p99:.1f} ms): {cause}; the offered rate was lower than asked"
+    return (f"requests started late (lateness p99 {p99:.1f} ms): the client could not keep up with the schedule "
+            "(its CPU is the bottleneck); the offered rate was lower than asked")
+
+
+def _late_capped(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
+    """Schedule lag under --max-concurrency: requests waited for a slot (no diagnosis rule says this)."""
+    p99 = b.summary.lateness_ms.p99
+    if cfg.profile != "rate" or not cfg.max_concurrency or p99 is None or p99 <= LATENESS_WARN_MS:
+        return None
+    return (f"requests started late (lateness p99 {p99:.1f} ms): requests waited for a free --max-concurrency "
+            "slot; the offered rate was lower than asked")
 
 
 def _ignored_max_tokens(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
@@ -69,13 +75,18 @@ def _early_stops(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
 
 
 def _chunk_counted(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
-    chunks = b.summary.tokens.output_sources.get(TokenSource.CHUNKS.value, 0)
+    chunks = d.chunk_counted  # no usage at all; a wrong usage is _usage_below's
     if chunks:
         return (
             f"{chunks} responses had no usage: output tokens counted as one per chunk (may undercount); "
             "pass --tokenizer PATH for exact counts"
         )
     return None
+
+
+def _usage_below(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
+    n = d.anomalies.get(Anomaly.USAGE_BELOW_CHUNKS.value, 0)
+    return f"{n} {_USAGE_BELOW_TEXT}" if n else None
 
 
 def _retried(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
@@ -98,15 +109,15 @@ _ANOMALY_TEXT = {
         "those figures cover only the streamed responses; check --extra-body for \"stream\" and the server's "
         "streaming support)"
     ),
-    Anomaly.USAGE_BELOW_CHUNKS.value: (
-        "responses reported usage.completion_tokens below their token-bearing chunk count: "
-        "usage ignored for them, output tokens counted another way"
-    ),
 }
+_USAGE_BELOW_TEXT = (
+    "responses reported usage.completion_tokens below their token-bearing chunk count: "
+    "usage ignored for them, output tokens counted another way"
+)
 
 
 def _anomalies(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
-    counts = d.anomalies  # measured requests, any status
+    counts = {a: n for a, n in d.anomalies.items() if a != Anomaly.USAGE_BELOW_CHUNKS.value}  # that: _usage_below
     if not counts:
         return None
     return "; ".join(f"{n} {_ANOMALY_TEXT.get(a, a)}" for a, n in sorted(counts.items()))
@@ -132,8 +143,8 @@ def _not_steady(b: Benchmark, cfg: RunConfig, d: PointDigest) -> str | None:
 
 
 CHECKS: tuple[Check, ...] = (
-    _errors, _too_few, _late, _ignored_max_tokens, _early_stops, _chunk_counted, _retried, _anomalies, _unstable,
-    _not_steady,
+    _errors, _too_few, _late, _late_capped, _ignored_max_tokens, _early_stops, _chunk_counted, _usage_below, _retried,
+    _anomalies, _unstable, _not_steady,
 )
 
 
@@ -143,7 +154,12 @@ COVERED_BY: dict[Check, str] = {
     _retried: "errors",
     _too_few: "too_few_samples",
     _early_stops: "output_length",
+    _ignored_max_tokens: "output_length",
     _chunk_counted: "token_count",
+    _usage_below: "token_count",
+    _late: "client_bound",
+    _unstable: "unstable",
+    _not_steady: "server_bound",
 }
 
 
