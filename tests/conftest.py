@@ -1,10 +1,12 @@
 """How the suite splits over pytest-xdist workers (`-n 2`, set in pyproject.toml's addopts).
 
-One unit of work per test file, except the files that start a real inference server or engine
-(vLLM, transformers, the embedded model), which are one unit: one worker runs them one after
-another, so each module-scoped server starts once and two engines never compete for the cores,
-while the other worker takes everything else. That unit goes first, so the longest chain
-(~13 min) starts at once and the rest of the suite fills the other worker around it.
+One unit of work per test file, except one serial chain: the files that start a real inference
+server or engine (vLLM, transformers, the embedded model), the Locust fleets, and the capacity
+searches. One worker runs them one after another, so each module-scoped server starts once, two
+engines never compete for the cores, and the capacity searches (whose p99 verdicts a CPU-bound
+engine beside them broke: 38.75 found against a true 76.5 req/s) never run beside an engine or
+a fleet, while the other worker takes everything else (simulator tests, unit tests). The chain
+goes first, so it (~20 min) starts at once and the rest of the suite fills the other worker.
 
 A scheduler of our own because `--dist loadgroup` cannot group here: pytest-xdist 3.8 tags a
 grouped test by rewriting `item._nodeid`, which pytest 9 no longer reads.
@@ -17,32 +19,32 @@ from typing import Any
 
 import pytest
 
-REAL_SERVER_FILES = frozenset({
+SERIAL_FILES = frozenset({
     "test_real_servers.py", "test_real_workloads.py", "test_vllm_offline.py", "test_hf_backend.py",
-    "test_llamacpp.py", "test_embedded.py",
+    "test_llamacpp.py", "test_embedded.py", "test_locust.py", "test_capacity_truth.py",
 })
-REAL_SERVERS = "real-servers"
+SERIAL = "serial-chain"
 
 
 def _file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-def _is_real_server(nodeid: str) -> bool:
-    return PurePosixPath(_file_of(nodeid)).name in REAL_SERVER_FILES
+def _in_chain(nodeid: str) -> bool:
+    return PurePosixPath(_file_of(nodeid)).name in SERIAL_FILES
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
 
     class FileScheduling(LoadScopeScheduling):
-        """Work units are files, the real-server files one unit together."""
+        """Work units are files, the serial chain's files one unit together."""
 
         def _split_scope(self, nodeid: str) -> str:
-            return REAL_SERVERS if _is_real_server(nodeid) else _file_of(nodeid)
+            return SERIAL if _in_chain(nodeid) else _file_of(nodeid)
 
     return FileScheduling(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: not _is_real_server(item.nodeid))  # stable: the order is kept otherwise
+    items.sort(key=lambda item: not _in_chain(item.nodeid))  # stable: the order is kept otherwise

@@ -217,6 +217,8 @@ def cannot_reach(url: str, exc: BaseException, hint: str) -> TargetError:
     import aiohttp
 
     kind = UnreachableTarget if isinstance(exc, aiohttp.ClientConnectorError) else TargetError
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):  # it answered: the trust is what is missing
+        hint = "the server's TLS certificate is not trusted: point SSL_CERT_FILE at the CA that signed it"
     return kind(f"cannot reach {url}: {exc or type(exc).__name__}", hint=hint)
 
 
