@@ -1,4 +1,4 @@
-"""How the suite splits over pytest-xdist workers (`-n 2`, set in pyproject.toml's addopts).
+"""How the suite splits over pytest-xdist workers when asked for (`python -m pytest -n 2`).
 
 One unit of work per test file, except one serial chain: the files that start a real inference
 server or engine (vLLM, transformers, the embedded model), the Locust fleets, and the capacity
@@ -14,6 +14,7 @@ grouped test by rewriting `item._nodeid`, which pytest 9 no longer reads.
 
 from __future__ import annotations
 
+import os
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -47,4 +48,5 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: not _in_chain(item.nodeid))  # stable: the order is kept otherwise
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # under xdist only: a serial run keeps the files' order
+        items.sort(key=lambda item: not _in_chain(item.nodeid))  # stable: the order is kept otherwise
