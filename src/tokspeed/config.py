@@ -288,7 +288,7 @@ class RunConfig(BaseModel):
         v = v.strip()
         problem = http_url_problem(v, query_ok=True) if v.startswith(("http://", "https://")) else "is not an http(s) URL or 'off'"
         if problem:
-            from tokspeed.backends.redact import redact_url
+            from tokspeed.backends.credentials import redact_url
 
             raise ValueError(f"server_metrics (--server-metrics) {redact_url(v)!r} {problem}")
         return v
@@ -301,7 +301,7 @@ class RunConfig(BaseModel):
         v = v.strip()  # a pasted trailing space would end up in the request line
         problem = http_url_problem(v)
         if problem:
-            from tokspeed.backends.redact import redact_url
+            from tokspeed.backends.credentials import redact_url
 
             raise ValueError(f"target (--target) {redact_url(v)!r} {problem}")
         return v
@@ -449,7 +449,7 @@ class RunConfig(BaseModel):
 
     def redacted_dump(self) -> dict[str, Any]:
         """The config as saved in run.json: no API key, secret headers masked, URL passwords as `***`."""
-        from tokspeed.backends.redact import redact_url
+        from tokspeed.backends.credentials import redact_url
 
         d = self.model_dump(mode="json", exclude={"api_key"})
         for key in ("target", "server_metrics"):

@@ -13,11 +13,15 @@ A URL with credentials beside an `Authorization` header of its own (`--api-key`,
 
 from __future__ import annotations
 
+import re
 from base64 import b64encode
 from collections.abc import Mapping
 from urllib.parse import unquote, urlsplit
 
 from tokspeed.errors import ConfigError
+
+MASK = "***"  # what a secret becomes in files and messages
+_USERINFO = re.compile(r"(?<=//)[^/?#@\s]*@")  # the fallback for a URL urlsplit cannot parse
 
 AUTHORIZATION = "Authorization"
 
@@ -67,3 +71,20 @@ def url_auth_replacing(url: str, headers: Mapping[str, str]) -> tuple[str, dict[
     if basic_credential(url) is None:
         return url, dict(headers)
     return with_url_auth(url, {k: v for k, v in headers.items() if k.lower() != "authorization"})
+
+
+def redact_url(url: str) -> str:
+    """`url` with any password in its user-info replaced by `***` (for files and messages).
+
+    User-info without a password is masked whole; a URL that cannot be parsed loses its user-info.
+    """
+    try:
+        parts = urlsplit(url)
+        if "@" not in parts.netloc:
+            return url
+        user, password = parts.username, parts.password
+    except ValueError:
+        return _USERINFO.sub(f"{MASK}@", url)
+    host = parts.netloc.rpartition("@")[2]
+    shown = f"{user or ''}:{MASK}@" if password is not None else f"{MASK}@"
+    return parts._replace(netloc=shown + host).geturl()

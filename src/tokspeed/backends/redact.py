@@ -23,14 +23,13 @@ from urllib.parse import quote, unquote, urlsplit
 
 import orjson
 
+from tokspeed.backends.credentials import MASK, redact_url
 from tokspeed.config import SECRET_HEADERS
 
 if TYPE_CHECKING:
     from tokspeed.config import RunConfig
 
-MASK = "***"
 MIN_SECRET_CHARS = 4  # shorter values would mask ordinary words; no real credential is this short
-_USERINFO = re.compile(r"(?<=//)[^/?#@\s]*@")  # the fallback for a URL urlsplit cannot parse
 
 
 def _json(s: str) -> str:
@@ -138,20 +137,3 @@ def secret_values(url: str, api_key: str | None, headers: Mapping[str, str]) -> 
     if credential:
         values.append(credential)
     return values
-
-
-def redact_url(url: str) -> str:
-    """`url` with any password in its user-info replaced by `***` (for files and messages).
-
-    User-info without a password is masked whole; a URL that cannot be parsed loses its user-info.
-    """
-    try:
-        parts = urlsplit(url)
-        if "@" not in parts.netloc:
-            return url
-        user, password = parts.username, parts.password
-    except ValueError:
-        return _USERINFO.sub(f"{MASK}@", url)
-    host = parts.netloc.rpartition("@")[2]
-    shown = f"{user or ''}:{MASK}@" if password is not None else f"{MASK}@"
-    return parts._replace(netloc=shown + host).geturl()
