@@ -207,6 +207,12 @@ class RunConfig(BaseModel):
         None, ge=0, le=1, description="stop the run when this fraction of measured requests failed"
     )
     out: Path | None = None
+    tags: dict[str, str] = Field(
+        default_factory=dict, description="labels of the run in the results history (--tag k=v): branch, config, release"
+    )
+    deployment_commit: str | None = Field(
+        None, max_length=200, description="git commit of the deployment measured, kept in the results history"
+    )
 
     # telemetry
     telemetry: bool = Field(True, description="sample GPUs (NVML), the client and the server's metrics beside the load")
@@ -272,6 +278,14 @@ class RunConfig(BaseModel):
         from tokspeed.load.setup import scheduled_defaults
 
         return scheduled_defaults(data)
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not key.strip() or "=" in key or len(key) > 200 or len(str(value)) > 1000:
+                raise ValueError(f"tag {key[:40]!r}: a key is 1-200 characters without '=', a value at most 1000")
+        return {k.strip(): str(val).strip() for k, val in v.items()}
 
     @field_validator("price_per_hour")
     @classmethod

@@ -10,7 +10,9 @@
     │   │                      process exited mid-run): the run stops  (CLI exit 1)
     │   └── TargetGone         the target refused every connection for a while after
     │                          answering: the run stops, status failed (CLI exit 1)
-    └── ResultsError           a results directory cannot be read      (CLI exit 1)
+    ├── ResultsError           a results directory cannot be read      (CLI exit 1)
+    └── CatalogueError         the results catalogue cannot be opened,
+                               read or written (tokspeed history)      (CLI exit 1)
 
 Failed *requests* are not exceptions: they are records with status "error".
 """
@@ -57,4 +59,10 @@ class TargetGone(BackendLost):
 
 
 class ResultsError(TokspeedError):
+    exit_code = 1
+
+
+class CatalogueError(TokspeedError):
+    """The results catalogue (`tokspeed history`, the hook after a run) cannot be opened, read or written."""
+
     exit_code = 1

@@ -2,7 +2,7 @@
 
 Exit codes: 0 ok, 1 failure (target unreachable, every request failed, bad
 results dir), 2 usage or configuration error, 3 an SLO was breached (or a
-`diagnose --fail-on` finding exists), 130 interrupted (results so far are saved).
+`diagnose --fail-on` finding exists, or `history check` found a regression), 130 interrupted (results so far are saved).
 """
 
 from __future__ import annotations
@@ -53,6 +53,9 @@ def _register() -> None:
     app.add_typer(locust_cmd.app, name="locust", help=locust_cmd.HELP)
     app.command("conformance", help=conformance_cmd.HELP)(conformance_cmd.conformance)
     app.command("monitor", help=monitor_cmd.HELP)(monitor_cmd.monitor)
+    from tokspeed.cli import history_cmd
+
+    app.add_typer(history_cmd.app, name="history", help=history_cmd.HELP)
 
 
 _register()

@@ -50,6 +50,7 @@ SAMPLE = "Sampling"
 TELEMETRY = "Telemetry"
 CONVERSATIONS = "Conversations and shared prefixes"
 SCHEDULED = "Trace replay, stages and ramps"
+HISTORY = "Results history"
 
 
 def _opt(*names: str, help: str, panel: str, envvar: str | None = None, **kw: Any) -> Any:
@@ -130,6 +131,10 @@ def run(
     stages: Annotated[str | None, _opt("--stages", help="Open-loop stages back to back, each reported on its own: 'warm:rate=2:30s,steady:rate=8:60s,spike:rate=20:10s,cool-down:rate=2:30s' (names optional; --arrival applies). concurrency=N:30s stages run one closed loop whose width changes. [default: off]", panel=SCHEDULED)] = None,
     ramp: Annotated[str | None, _opt("--ramp", help="Rate ramp: rate=1..20:60s rises linearly (reported in 5 windows; :windows=N), rate=1..20:60s:steps=5 in 5 equal steps; concurrency=1..32:60s[:steps=N] steps a closed loop. [default: off]", panel=SCHEDULED)] = None,
     token_audit: Annotated[bool, _opt("--token-audit", help="Keep every response's text in requests.jsonl and audit the output token counts: usage vs --tokenizer, tokens per chunk, requests stopped before max_tokens (run.json: benchmarks[].token_audit).", panel=OUT)] = False,
+    tag: Annotated[list[str] | None, _opt("--tag", help="Label the run, KEY=VALUE (repeatable): --tag release=1.4 --tag branch=main. Saved in run.json's config; `tokspeed history --tag` filters by it. [default: none]", panel=HISTORY, metavar="KEY=VALUE")] = None,
+    deployment_commit: Annotated[str | None, _opt("--deployment-commit", help="Git commit of the deployment measured (saved in run.json, shown by `tokspeed history`). [default: none]", panel=HISTORY, envvar="TOKSPEED_DEPLOYMENT_COMMIT")] = None,
+    catalog: Annotated[str | None, _opt("--catalog", help="Results catalogue the finished run is registered in: a SQLite file, or postgresql://user:password@host/db for a team's (needs tokspeed[postgres]); 'off' registers nothing. A catalogue that cannot be written costs a warning line, never the run. [default: catalog.sqlite in the user data dir: $XDG_DATA_HOME/tokspeed or ~/.local/share/tokspeed]", panel=HISTORY, envvar="TOKSPEED_CATALOG", metavar="PATH|URL")] = None,
+    no_catalog: Annotated[bool, _opt("--no-catalog", help="Do not register the run in the results catalogue (the results directory is written as ever).", panel=HISTORY)] = False,
 ) -> int:
     return dispatch(dict(locals()), Mode())
 
@@ -159,7 +164,8 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
               shared_prefix_groups: int | None = None, shared_prefix_tokens: int | None = None,
               prefix_reuse: float | None = None, trace: str | None = None, trace_format: str | None = None,
               trace_speed: float | None = None, trace_window: str | None = None, stages: str | None = None,
-              ramp: str | None = None, token_audit: bool = False) -> int:
+              ramp: str | None = None, token_audit: bool = False, tag: list[str] | None = None,
+              deployment_commit: str | None = None, catalog: str | None = None, no_catalog: bool = False) -> int:
     engine = ef.engine_options(
         dtype=dtype, device=device, trust_remote_code=trust_remote_code, engine_arg=engine_arg,
         tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
@@ -229,6 +235,8 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         "stages": stages,
         "ramp": ramp,
         "token_audit": True if token_audit else None,
+        "tags": tag_values(tag) if tag else None,
+        "deployment_commit": deployment_commit.strip() if deployment_commit and deployment_commit.strip() else None,
     }
     refuse_profile_flags(rate_r, concurrency_n, synchronous, trace=trace, stages=stages, ramp=ramp)
     cfg = config_from_sources(scenario, overrides)
@@ -250,12 +258,15 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         from tokspeed.cli.quality_cmd import check_run_target
 
         check_run_target(cfg, len(target or ()))
+    from tokspeed.history.location import resolve
+
     return execute(cfg, quiet=quiet, plain=plain, overwrite=overwrite, html=html, engine=engine, plan=plan,
-                   quality=quality)
+                   quality=quality, catalog=resolve(catalog, disabled=no_catalog))
 
 
 def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwrite: bool = False, html: Path | None = None,
-            engine: EngineOptions | None = None, plan: Plan | None = None, quality: bool = False) -> int:
+            engine: EngineOptions | None = None, plan: Plan | None = None, quality: bool = False,
+            catalog: Any = None) -> int:
     """Run a validated config with console output; returns the exit code."""
     from tokspeed.backends.embedded.defaults import (
         describe_plan,
@@ -313,6 +324,10 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
         probe_after_run(console, cfg, outcome, quiet=quiet)
     if html_plan is not None:  # the records are on disk, not in memory: read them back for the report
         write_run_html(html_plan, outcome.result, outcome.load_records(), outcome.directory)
+    if catalog is not None:  # the results history; a warning at most, never the exit code
+        from tokspeed.cli.history_cmd import catalogue_run
+
+        catalogue_run(console, outcome.directory, cfg, catalog, quiet=quiet)
     return exit_code_for(outcome, cfg)
 
 
@@ -422,6 +437,17 @@ def _normalise_target(url: str) -> str:
     if path == "":
         path = "/v1"
     return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def tag_values(items: list[str]) -> dict[str, str]:
+    """`--tag k=v` (repeatable) -> {k: v}; a key given twice keeps its last value."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--tag {item!r} is not KEY=VALUE", hint="e.g. --tag release=1.4 --tag branch=main")
+        out[key.strip()] = value.strip()
+    return out
 
 
 def _headers(items: list[str]) -> dict[str, str]:

@@ -45,6 +45,11 @@ def comparison_html(comparison: Comparison, runs: Sequence[RunData]) -> str:
     return _render("compare.html.j2", comparison_context(comparison, runs))
 
 
+def render_page(template: str, context: dict[str, Any]) -> str:
+    """Any page of `reports/templates/` (extending base.html.j2) with `context` (history's trend page)."""
+    return _render(template, context)
+
+
 def _render(template: str, context: dict[str, Any]) -> str:
     require_html()
     import jinja2
