@@ -20,6 +20,10 @@ from typing import Any
 
 import pytest
 
+# The results catalogue is off for the suite: no test may write to the user's data dir, and every
+# `tokspeed run` subprocess inherits this (the history tests give --catalog / TOKSPEED_CATALOG a tmp path).
+os.environ["TOKSPEED_CATALOG"] = "off"
+
 SERIAL_FILES = frozenset({
     "test_real_servers.py", "test_real_workloads.py", "test_vllm_offline.py", "test_hf_backend.py",
     "test_llamacpp.py", "test_embedded.py", "test_locust.py", "test_capacity_truth.py",

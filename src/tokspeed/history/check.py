@@ -113,8 +113,9 @@ def judge(value: float, history: Sequence[float], better: Direction, alpha: floa
     log_scale = bool(value > 0 and raw.size and np.all(raw > 0))
     y = math.log(value) if log_scale else float(value)
     xs = np.log(raw) if log_scale else raw
-    kept, outliers = _trim(xs, settings.outlier_mads)
-    dropped = tuple(float(v) for v in (np.exp(outliers) if log_scale else outliers))
+    inside = _inside(xs, settings.outlier_mads)
+    kept = xs[inside]
+    dropped = tuple(float(v) for v in raw[~inside])
     n = int(kept.size)
     if n < max(2, settings.min_history):
         return Judgement("insufficient history", value, n, outliers=dropped, log_scale=log_scale,
@@ -168,16 +169,15 @@ def _t_quantile(q: float, df: int) -> float:
     return float(stdtrit(df, q))
 
 
-def _trim(xs: np.ndarray, mads: float) -> tuple[np.ndarray, np.ndarray]:
-    """(values within `mads` scaled MADs of the median, the rest); all kept when the MAD is 0."""
+def _inside(xs: np.ndarray, mads: float) -> np.ndarray:
+    """Which values lie within `mads` scaled MADs of the median (all of them when the MAD is 0)."""
     if xs.size < 3 or not math.isfinite(mads):
-        return xs, xs[:0]
+        return np.ones(xs.size, dtype=bool)
     med = float(np.median(xs))
     mad = float(np.median(np.abs(xs - med))) * MAD_SCALE
     if mad == 0:
-        return xs, xs[:0]
-    inside = np.abs(xs - med) <= mads * mad
-    return xs[inside], xs[~inside]
+        return np.ones(xs.size, dtype=bool)
+    return np.asarray(np.abs(xs - med) <= mads * mad)
 
 
 def check(runs: Sequence[RunEntry], newest: RunEntry, metrics: Sequence[str],

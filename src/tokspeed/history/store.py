@@ -137,7 +137,7 @@ class Catalogue:
         if where.limit:
             query = query.limit(where.limit)
         with self._tx("cannot read") as conn:
-            rows = [dict(r._mapping) for r in conn.execute(query)]
+            rows = [_row(r) for r in conn.execute(query)]
             ids = [r["id"] for r in rows]
             tags = _by_run(conn, TAGS, ids)
             points = _by_run(conn, _points_table(), ids) if with_points else {}
@@ -153,8 +153,8 @@ class Catalogue:
         out: dict[str, list[dict[str, Any]]] = {}
         with self._tx("cannot read") as conn:
             for table in (RUNS, TAGS, POINTS):
-                rows = [dict(r._mapping) for r in conn.execute(select(table))]
-                out[table.name] = sorted(rows, key=lambda r: orjson.dumps(r, option=orjson.OPT_SORT_KEYS))
+                rows = [_row(r) for r in conn.execute(select(table))]
+                out[str(table.name)] = sorted(rows, key=lambda r: orjson.dumps(r, option=orjson.OPT_SORT_KEYS))
         return out
 
     def schema_version(self) -> int:
@@ -177,7 +177,7 @@ def _by_run(conn: Any, table: Any, ids: list[str]) -> dict[str, list[dict[str, A
     for start in range(0, len(ids), 500):  # bounded IN lists
         chunk = ids[start:start + 500]
         for r in conn.execute(select(table).where(table.c.run_id.in_(chunk))):
-            out.setdefault(r.run_id, []).append(dict(r._mapping))
+            out.setdefault(r.run_id, []).append(_row(r))
     return out
 
 
@@ -255,3 +255,8 @@ def _error(what: str, location: CatalogLocation, exc: Exception) -> CatalogueErr
 
     return CatalogueError(f"{what} the catalogue {location.shown}: {redact_url(text)}",
                           hint="check --catalog / TOKSPEED_CATALOG, or pass --no-catalog")
+
+
+def _row(row: Any) -> dict[str, Any]:
+    """A result row as a plain dict (SQLAlchemy's keys are str subclasses that JSON encoders refuse)."""
+    return {str(k): v for k, v in row._mapping.items()}
