@@ -19,14 +19,15 @@ the current tables can never change what an old migration did.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, select
+from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, select, text
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from tokspeed.errors import CatalogueError
 from tokspeed.history.entry import HEADLINE
@@ -126,19 +127,30 @@ def current_version(conn: Connection) -> int:
     return int(found or 0)
 
 
+MIGRATION_LOCK = 28_028_028  # PostgreSQL advisory lock key: one migrating process at a time
+
+
+def _serialised(conn: Connection) -> Connection:
+    """Hold the migration lock for this transaction (PostgreSQL; SQLite's own write lock serialises it)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+    return conn
+
+
 def migrate(connect: Callable[[], AbstractContextManager[Connection]], migrations: Sequence[Migration] = MIGRATIONS) -> list[int]:
     """Apply the migrations a catalogue lacks, each in its own transaction; the versions applied now.
 
-    `connect` opens a connection in a transaction (`engine.begin`). Two processes migrating at once:
-    the loser's insert into the version table fails on its primary key, its transaction (DDL
-    included, on SQLite and PostgreSQL) rolls back, and it re-reads the version.
+    `connect` opens a connection in a transaction (`engine.begin`). Processes opening a new
+    catalogue at once: on PostgreSQL an advisory lock lets one migrate while the others wait,
+    then see its version; on SQLite the loser's DDL or version insert fails, rolls back, and it
+    looks again (up to three times).
     """
     applied: list[int] = []
     latest = migrations[-1].version if migrations else 0
     for attempt in range(3):
         try:
             with connect() as conn:
-                define_version(MetaData()).create(conn, checkfirst=True)
+                define_version(MetaData()).create(_serialised(conn), checkfirst=True)
             with connect() as conn:
                 have = current_version(conn)
             if have > latest:
@@ -150,15 +162,15 @@ def migrate(connect: Callable[[], AbstractContextManager[Connection]], migration
                 if m.version <= have:
                     continue
                 with connect() as conn:
-                    if current_version(conn) >= m.version:
+                    if current_version(_serialised(conn)) >= m.version:
                         continue
                     m.apply(conn)
                     conn.execute(VERSION.insert().values(version=m.version, description=m.description,
                                                          applied_at=datetime.now(timezone.utc).isoformat(timespec="seconds")))
                 applied.append(m.version)
             return applied
-        except (IntegrityError, OperationalError):
+        except (IntegrityError, OperationalError, ProgrammingError):
             if attempt == 2:  # not a race with another process after all
                 raise
-            continue  # another process created or applied it first: look again
+            time.sleep(0.05 * (attempt + 1))
     return applied
