@@ -39,6 +39,12 @@ def locust_options() -> set[str]:
     return cli | {flag for flag, _, _ in LocustOptions.arguments().values()} | {"--host"}
 
 
+def history_options() -> set[str]:
+    """`tokspeed history list|trend|import|check`."""
+    group = typer.main.get_command(app).commands["history"]  # type: ignore[attr-defined]
+    return {opt for cmd in group.commands.values() for p in cmd.params for opt in [*p.opts, *p.secondary_opts] if opt.startswith("--")}
+
+
 def test_every_flag_in_the_docs_and_readmes_exists() -> None:
     known = options("run") | options("sim") | options("report") | options("compare") | options("sweep")
     known |= options("capacity") | options("diagnose") | {"--help"} | bench_options()
@@ -47,6 +53,8 @@ def test_every_flag_in_the_docs_and_readmes_exists() -> None:
     known |= options("monitor")
     known |= options("check-model")
     known |= options("conformance")
+    known |= history_options()
+    known |= {"--silent", "--fail", "--retry", "--retry-delay", "--retry-all-errors"}  # curl's, in the CI example
     known |= options("quality") | {"--tasks", "--output"}  # lm_eval's own flags, in the quality probe recipe
     known |= {"--extra-index-url"}  # pip's, in the install notes
     for text in (DOCS, README, README_ZH):
@@ -56,6 +64,11 @@ def test_every_flag_in_the_docs_and_readmes_exists() -> None:
 
 def test_every_run_flag_is_documented() -> None:
     undocumented = {o for o in options("run") if o not in DOCS}
+    assert undocumented == set()
+
+
+def test_every_history_flag_is_documented() -> None:
+    undocumented = {o for o in history_options() if o not in DOCS}
     assert undocumented == set()
 
 
