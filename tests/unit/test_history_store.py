@@ -13,7 +13,7 @@ import pytest
 
 from tokspeed.backends.redact import Redactor
 from tokspeed.errors import CatalogueError
-from tokspeed.history.entry import CAPACITY_POINT, RunEntry, entry_from_dir, profile_label
+from tokspeed.history.entry import CAPACITY_POINT, RunEntry, entry_from_dir, profile_label, trended_points
 from tokspeed.history.location import data_dir, location_of, resolve
 from tokspeed.history.register import register_quietly
 from tokspeed.history.store import Catalogue, RunFilter
@@ -111,6 +111,19 @@ def test_a_capacity_search_adds_its_own_point(tmp_path: Path) -> None:
     assert point.index == CAPACITY_POINT and point.metrics["capacity_requests_per_s"] == 7.5
     assert point.profile == "capacity by rate"
     assert e.headline["ttft_p50_ms"] == e.points[0].metrics["ttft_p50_ms"]  # the best passing probe's figures
+    assert trended_points(e) == [point]  # probes' rates differ run to run: trends follow the search's result
+
+
+def test_a_trend_is_one_series_per_comparable_point(tmp_path: Path) -> None:
+    from tokspeed.history.trend import series
+
+    runs = [entry_from_dir(copy_run(tmp_path, f"r{i}", epoch_offset_ns=i + 1, started_at=f"2026-01-0{i + 1}T00:00:00+00:00",
+                                    config_output_tokens="64" if i == 3 else "256")) for i in range(4)]
+    long, short = series(runs, "ttft_p50_ms")
+    assert [p.run_id for p in long.points] == [r.id for r in runs[:3]]
+    assert [p.run_id for p in short.points] == [runs[3].id]
+    assert "max_tokens 256" in long.label and "max_tokens 64" in short.label
+    assert series(runs, "capacity_requests_per_s") == []
 
 
 # the store

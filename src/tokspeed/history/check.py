@@ -32,7 +32,7 @@ from typing import Literal
 
 import numpy as np
 
-from tokspeed.history.entry import RunEntry
+from tokspeed.history.entry import RunEntry, trended_points
 
 Direction = Literal["lower", "higher", "either"]
 Verdict = Literal["regression", "improvement", "ok", "insufficient history", "missing"]
@@ -189,12 +189,12 @@ def check(runs: Sequence[RunEntry], newest: RunEntry, metrics: Sequence[str],
     )
     pending: list[tuple[str, str, str | None, str | None, float | None, list[tuple[str, float]]]] = []
     for metric in metrics:
-        points = [p for p in newest.points if metric in p.metrics] or []
+        points = [p for p in trended_points(newest) if metric in p.metrics]
         if not points:
             pending.append((metric, "-", newest.target, newest.model, None, []))
             continue
         for p in points:
-            history = [(r.id, q.metrics[metric]) for r in earlier for q in r.points
+            history = [(r.id, q.metrics[metric]) for r in earlier for q in trended_points(r)
                        if q.comparable == p.comparable and q.target == p.target and q.model == p.model and metric in q.metrics]
             pending.append((metric, p.profile, p.target, p.model, p.metrics[metric], history[-settings.window:]))
     judged = sum(1 for *_, value, hist in pending if value is not None and len(hist) >= settings.min_history)

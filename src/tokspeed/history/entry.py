@@ -48,6 +48,7 @@ class PointEntry(BaseModel):
     name: str
     profile: str = Field(description="readable profile: concurrency=8, rate=4 poisson, capacity by rate")
     comparable: str = Field(description="hash of metric spec + workload + profile: equal keys measure the same thing")
+    workload: str = Field("", description="readable workload: chat · builtin · max_tokens 256")
     target: str | None = None
     model: str | None = None
     profile_json: dict[str, Any] = Field(default_factory=dict)
@@ -140,6 +141,7 @@ def _point(index: int, bench: Benchmark, result: RunResult, target: str | None, 
         name=bench.name,
         profile=profile_label(bench.profile),
         comparable=comparable_key(result, bench.profile),
+        workload=workload_label(result.config),
         target=redact_url(point_target) if point_target else None,
         model=point_model,
         profile_json=bench.profile,
@@ -158,6 +160,7 @@ def _capacity_point(result: RunResult, target: str | None, model: str | None) ->
     }
     return PointEntry(
         index=CAPACITY_POINT, name="capacity", profile=profile_label(profile), comparable=comparable_key(result, profile),
+        workload=workload_label(result.config),
         target=redact_url(target) if target else None, model=model, profile_json=profile,
         metrics={k: v for k, v in metrics.items() if v is not None},
     )
@@ -198,8 +201,24 @@ def profile_label(profile: Mapping[str, Any]) -> str:
     return kind
 
 
-def is_run_dir(directory: Path) -> bool:
-    return (directory / RUN_FILE).is_file()
+def workload_label(config: Mapping[str, Any]) -> str:
+    """The workload in a few words: `chat · builtin · max_tokens 256`, `completions · synthetic · input 512 · max_tokens 64`."""
+    parts = [str(config.get("api") or "?"), Path(str(config.get("dataset") or "?")).name]
+    if config.get("input_tokens"):
+        parts.append(f"input {config['input_tokens']}")
+    parts.append(f"max_tokens {config.get('output_tokens') or '?'}")
+    if not config.get("stream", True):
+        parts.append("no stream")
+    if config.get("multi_turn"):
+        parts.append(f"{config['multi_turn']} turns")
+    return " · ".join(parts)
+
+
+def trended_points(run: RunEntry) -> list[PointEntry]:
+    """The points a trend or a check follows: a capacity search's result, not its probes (whose rates vary by run)."""
+    if run.command == "capacity":
+        return [p for p in run.points if p.index == CAPACITY_POINT]
+    return list(run.points)
 
 
 def _num(value: Any) -> str:

@@ -76,6 +76,7 @@ def define_v1(metadata: MetaData) -> tuple[Table, Table, Table]:
         Column("name", Text, nullable=False),
         Column("profile", Text, nullable=False),
         Column("comparable", String(16), nullable=False),
+        Column("workload", Text, nullable=False),
         Column("target", Text),
         Column("model", Text),
         Column("profile_json", Text, nullable=False),

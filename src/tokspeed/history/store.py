@@ -190,7 +190,7 @@ def _run_row(e: RunEntry) -> dict[str, Any]:
 def _point_row(run_id: str, p: PointEntry) -> dict[str, Any]:
     row: dict[str, Any] = {
         "run_id": run_id, "idx": p.index, "name": p.name, "profile": p.profile, "comparable": p.comparable,
-        "target": p.target, "model": p.model,
+        "workload": p.workload, "target": p.target, "model": p.model,
         "profile_json": orjson.dumps(p.profile_json, option=orjson.OPT_SORT_KEYS).decode(),
         "metrics_json": orjson.dumps(p.metrics, option=orjson.OPT_SORT_KEYS).decode(),
     }
@@ -206,7 +206,7 @@ def _entry(row: dict[str, Any], tags: list[dict[str, Any]], points: list[dict[st
         headline=headline if any(v is not None for v in headline.values()) else {},
         points=[
             PointEntry(
-                index=p["idx"], name=p["name"], profile=p["profile"], comparable=p["comparable"], target=p["target"],
+                index=p["idx"], name=p["name"], profile=p["profile"], comparable=p["comparable"], workload=p["workload"], target=p["target"],
                 model=p["model"], profile_json=orjson.loads(p["profile_json"]), metrics=orjson.loads(p["metrics_json"]),
             )
             for p in sorted(points, key=lambda p: (p["idx"] < 0, p["idx"]))

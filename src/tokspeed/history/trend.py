@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tokspeed.history.entry import RunEntry
+from tokspeed.history.entry import RunEntry, trended_points
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,27 +32,29 @@ class Series:
     profile: str
     comparable: str
     points: tuple[SeriesPoint, ...]
+    workload: str = ""
 
     @property
     def label(self) -> str:
-        return f"{self.target or '?'} · {self.model or '?'} · {self.profile}"
+        return " · ".join(x for x in (self.target or "?", self.model or "?", self.profile, self.workload) if x)
 
 
 def series(runs: Sequence[RunEntry], metric: str) -> list[Series]:
     """Every comparable point's series of `metric` (runs as `Catalogue.runs(with_points=True)` gives them)."""
     groups: dict[tuple[str | None, str | None, str], list[SeriesPoint]] = {}
-    profiles: dict[tuple[str | None, str | None, str], str] = {}
+    profiles: dict[tuple[str | None, str | None, str], tuple[str, str]] = {}
     for run in sorted(runs, key=lambda r: (r.started_at, r.id)):
-        for p in run.points:
+        for p in trended_points(run):
             value = p.metrics.get(metric)
             if value is None:
                 continue
             key = (p.target, p.model, p.comparable)
-            profiles.setdefault(key, p.profile)
+            profiles.setdefault(key, (p.profile, p.workload))
             groups.setdefault(key, []).append(SeriesPoint(
                 run_id=run.id, started_at=run.started_at, value=value, status=run.status, directory=run.directory,
                 deployment_commit=run.deployment_commit, server_version=run.server_version,
                 tags=tuple(sorted(run.tags.items())),
             ))
-    out = [Series(metric, t, m, profiles[(t, m, c)], c, tuple(pts)) for (t, m, c), pts in groups.items()]
+    out = [Series(metric, t, m, profiles[(t, m, c)][0], c, tuple(pts), profiles[(t, m, c)][1])
+           for (t, m, c), pts in groups.items()]
     return sorted(out, key=lambda s: (-len(s.points), s.label))

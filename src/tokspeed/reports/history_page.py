@@ -29,7 +29,10 @@ def trend_figure(metric: str, all_series: Sequence[Series]) -> fg.Figure | None:
                      + "".join(f"<br>{k}={v}" for k, v in p.tags) for p in s.points],
             "hovertemplate": "%{x}<br>%{y:,.4g}<br>%{text}<extra>%{fullData.name}</extra>",
         })
-    layout = fg._layout(metric, xaxis=fg._axis("run started (UTC)", type="date"), yaxis=fg._axis(metric, rangemode="tozero"))
+    rows = -(-len(data) // 2)  # the legend below, two entries a row
+    layout = fg._layout(metric, xaxis=fg._axis("", type="date"), yaxis=fg._axis(metric, rangemode="tozero"),
+                        height=300 + 22 * rows, legend={"orientation": "h", "x": 0.0, "y": -0.2, "yanchor": "top"},
+                        margin={"l": 60, "r": 40, "t": 40, "b": 60 + 22 * rows})
     return {"data": data, "layout": layout}
 
 
@@ -50,7 +53,8 @@ def trend_html(by_metric: Mapping[str, Sequence[Series]], source: str) -> str:
     runs = {p.run_id for ss in by_metric.values() for s in ss for p in s.points}
     return render_page("history.html.j2", {
         "title": "tokspeed history · " + ", ".join(by_metric),
-        "subtitle": f"{len(runs)} runs from {source}; one line per comparable point (target · model · profile)",
+        "subtitle": f"{len(runs)} runs from {source}; one line per comparable point (target · model · profile · workload); "
+                    "times are UTC",
         "sections": sections,
         "figures_json": figs.json(),
         "tool": "tokspeed",
