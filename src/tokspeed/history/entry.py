@@ -23,7 +23,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from tokspeed.backends.credentials import redact_url
-from tokspeed.results import RUN_FILE, Benchmark, RunResult, load_run
+from tokspeed.results import Benchmark, RunResult, load_run
 
 # the figures a run's row carries as columns (its headline point's), in the order `history` lists them
 HEADLINE: tuple[str, ...] = (
@@ -101,7 +101,8 @@ def entry_from_result(result: RunResult, directory: Path) -> RunEntry:
     if result.capacity is not None:
         points.append(_capacity_point(result, target, model))
     headline = _headline_point(result)
-    server = result.environment.get("server") if isinstance(result.environment.get("server"), dict) else {}
+    found = result.environment.get("server")
+    server: dict[str, Any] = found if isinstance(found, dict) else {}
     entry = RunEntry(
         id=run_id(result, directory),
         directory=str(directory.absolute()),
