@@ -29,7 +29,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tokspeed.comparison import (
-    METRICS,
     BenchmarkComparison,
     CompareSettings,
     Comparison,
@@ -37,6 +36,7 @@ from tokspeed.comparison import (
     MetricComparison,
     RunComparison,
     RunRef,
+    compared_metrics,
 )
 from tokspeed.gates import Gate, GateResult, judge
 from tokspeed.metrics.samples import RequestSamples, request_samples
@@ -227,27 +227,38 @@ def _bootstrap(samples: RequestSamples, key: tuple[int, int, int], cfg: CompareS
     """Bootstrap quantiles per family; each family has its own seeded stream, so results never
     depend on how many runs are compared or in which order families are computed."""
     out = {}
-    for f_index, family in enumerate(_families()):
+    for f_index, family in enumerate(_families(cfg)):
         rng = np.random.default_rng([*key, f_index])
         values, owner = samples.values(family)
         sample = ClusteredSample.of(*thin(values, owner, cfg.max_bootstrap_values, rng))
-        out[family] = bootstrap_quantiles(sample, _quantiles(family), cfg.resamples, rng)
+        out[family] = bootstrap_quantiles(sample, _quantiles(family, cfg), cfg.resamples, rng)
     return out
 
 
-def _families() -> list[str]:
-    return list(dict.fromkeys(m.family for m in METRICS if m.family is not None))
+def _families(cfg: CompareSettings) -> list[str]:
+    return list(dict.fromkeys(m.family for m in compared_metrics(cfg.percentiles) if m.family is not None))
 
 
-def _quantiles(family: str) -> tuple[float, ...]:
-    return tuple(m.quantile for m in METRICS if m.family == family and m.quantile is not None)
+def _quantiles(family: str, cfg: CompareSettings) -> tuple[float, ...]:
+    return tuple(m.quantile for m in compared_metrics(cfg.percentiles) if m.family == family and m.quantile is not None)
+
+
+def _side_value(flat: dict[str, float | None], side: _Side, m: Metric) -> float | None:
+    """The run's value of `m`: from its summary, else (a --percentiles the run was not made with)
+    numpy's percentile of its completed requests' values (ITL: every token's)."""
+    value = flat.get(m.name)
+    if value is not None or m.quantile is None or m.family is None or side.samples is None:
+        return value
+    values = side.samples.values(m.family)[0]
+    values = values[~np.isnan(values)]
+    return float(np.percentile(values, m.quantile)) if values.size else None
 
 
 def _compare_benchmark(b: _Side, o: _Side, base_label: str, other_label: str, cfg: CompareSettings) -> BenchmarkComparison:
     bf, of = b.bench.summary.flat(), o.bench.summary.flat()
     findings = []
-    for m in METRICS:
-        base_v, other_v = bf.get(m.name), of.get(m.name)
+    for m in compared_metrics(cfg.percentiles):
+        base_v, other_v = _side_value(bf, b, m), _side_value(of, o, m)
         if m.family is not None:
             evidence = _latency_evidence(m, b, o, base_v, other_v, cfg)
         elif m.name in THROUGHPUT:
@@ -293,7 +304,7 @@ def _latency_evidence(m: Metric, b: _Side, o: _Side, base_v: float | None, other
         need = math.ceil(MIN_BEYOND / (1.0 - m.quantile / 100.0))
         return Evidence(None, None, "none", f"too few values beyond p{m.quantile:g} to test it "
                         f"(needs ≥ {need:,} {m.label.split()[0]} values per run, or --iterations on both)")
-    column = _quantiles(m.family).index(m.quantile)
+    column = _quantiles(m.family, cfg).index(m.quantile)
     test = bootstrap_ratio(b.boot[m.family][:, column], o.boot[m.family][:, column])
     if test is None:
         return Evidence(None, None, "none", f"too few {m.label.split()[0]} values to test")

@@ -2,7 +2,7 @@
 
 Schema `tokspeed.compare/2`: a baseline `RunRef`, then per other run its
 workload `differences` and, per benchmark pair, one `MetricComparison` per
-metric in `METRICS` — values, delta, ratio other/base with its 95% interval,
+metric in `METRICS` (or `compared_metrics(settings.percentiles)`) — values, delta, ratio other/base with its 95% interval,
 p-value, the p-value adjusted for the benchmark's several metrics (`correction`
 in the settings), the test that gave it, and the verdict in words and as a sentence.
 (/2: per-quantile bootstrap tests, iteration-based latency tests, the adjusted p,
@@ -12,10 +12,13 @@ row with one Mann–Whitney test of the whole distribution.)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from tokspeed.metrics.stats import percentile_name
 
 SCHEMA = "tokspeed.compare/2"
 Better = Literal["lower", "higher"]
@@ -58,6 +61,23 @@ METRICS: tuple[Metric, ...] = (
 )
 
 
+# the latency families a --percentiles comparison tests, and their labels
+LATENCY_FAMILIES: dict[str, str] = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2e": "E2E"}
+
+
+def compared_metrics(percentiles: Sequence[float] = ()) -> tuple[Metric, ...]:
+    """The metrics a comparison tests: `METRICS`, or with --percentiles every latency family at each
+    of them (`ttft_p75_ms`, ...) followed by METRICS' run-level rows."""
+    if not percentiles:
+        return METRICS
+    latency = tuple(
+        Metric(f"{family}_{percentile_name(q)}_ms", f"{label} p{q:g}", "ms", "lower", family, float(q))
+        for family, label in LATENCY_FAMILIES.items()
+        for q in sorted(set(percentiles))
+    )
+    return latency + tuple(m for m in METRICS if m.family is None)
+
+
 class CompareSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -70,6 +90,10 @@ class CompareSettings(BaseModel):
     single_run_noise: dict[str, float] = Field(
         default_factory=lambda: {f"p{q:g}": v for q, v in SINGLE_RUN_NOISE.items()},
         description="latency changes smaller than this between single runs are inconclusive (by quantile: p50 and below, above)",
+    )
+
+    percentiles: tuple[float, ...] = Field(
+        default=(), description="latency percentiles compared (--percentiles); () = p50 and p99 (`METRICS`)"
     )
 
     single_run_noise_ms: float = Field(

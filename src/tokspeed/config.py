@@ -7,7 +7,6 @@ It is saved in `run.json` with secrets removed (`redacted_dump`).
 from __future__ import annotations
 
 import math
-
 import re
 from enum import Enum
 from pathlib import Path
@@ -203,6 +202,13 @@ class RunConfig(BaseModel):
 
     # judging and output
     slo: list[str] = Field(default_factory=list)
+    percentiles: list[float] = Field(
+        default_factory=list,
+        description="percentiles reported beside the standard p50/p90/p95/p99/p99.9 (console columns, summary, compare)",
+    )
+    cooldown: float | None = Field(
+        None, ge=0, lt=1, description="also summarise each point without its last share of the run (guidellm's cool-down)"
+    )
     max_error_rate: float | None = Field(
         None, ge=0, le=1, description="stop the run when this fraction of measured requests failed"
     )
@@ -346,6 +352,13 @@ class RunConfig(BaseModel):
     @classmethod
     def _client_workers(cls, v: Any) -> Any:
         return parse_workers(v)
+
+    @field_validator("percentiles", mode="before")
+    @classmethod
+    def _percentiles(cls, v: Any) -> Any:
+        from tokspeed.metrics.stats import parse_percentiles
+
+        return [] if v is None or v == [] else list(parse_percentiles(v))
 
     @field_validator("slo")
     @classmethod

@@ -34,6 +34,7 @@ from tokspeed.metrics import (
     across_iterations,
     summarize,
 )
+from tokspeed.metrics.cooldown import with_cooldown
 from tokspeed.metrics.fit import LinearFit
 from tokspeed.metrics.groups import GroupResult
 from tokspeed.metrics.schema import Goodput
@@ -358,6 +359,9 @@ def build_benchmark(
     records: Iterable[RequestRecord],
     slos: Sequence[SLO],
     also: Callable[[RequestRecord], None] | None = None,
+    percentiles: Sequence[float] = (),
+    cooldown: float | None = None,
+    planned_duration_s: float | None = None,
 ) -> Benchmark:
     """Summaries of one load point: pooled over iterations, per iteration, and across iterations.
 
@@ -365,10 +369,12 @@ def build_benchmark(
     `records` is read in passes (one for the summaries, two more for the steady state), never
     held: a list, or a `StoredRecords` that streams them from requests.jsonl each time. `also`
     gets every record of the first pass (the runner's diagnosis digest), saving it a pass.
+    `percentiles` (--percentiles) go into every summary; `cooldown` (--cooldown SHARE) adds the
+    summary without the run's last share (`metrics.cooldown`; by `planned_duration_s` when it had one).
     """
     rate = profile.get("rate") if profile.get("kind") == "rate" or profile.get("open_loop") else None
     turns = profile.get("turns") if profile.get("kind") == "conversations" else None  # --multi-turn's plan
-    pooled_builder, span = SummaryBuilder(slos, rate, turns), TimedSpan()
+    pooled_builder, span = SummaryBuilder(slos, rate, turns, percentiles), TimedSpan()
     unnumbered = False  # a measured record outside iterations ≥ 1: the pooled summary is not one iteration's
     for r in records:
         pooled_builder.add(r)
@@ -376,11 +382,15 @@ def build_benchmark(
         unnumbered = unnumbered or (not r.warmup and r.iteration < 1)
         if also is not None:
             also(r)
-    pooled = with_steady_state(pooled_builder.summary(), records, lambda rs: summarize(rs, slos, rate, turns), span)
+    def summary_of(rs: Iterable[RequestRecord]) -> Summary:
+        return summarize(rs, slos, rate, turns, percentiles)
+
+    pooled = with_steady_state(pooled_builder.summary(), records, summary_of, span)
+    pooled = with_cooldown(pooled, records, cooldown, summary_of, planned_duration_s)
     if len(span.iterations) == 1 and not unnumbered:
         per_iteration = {next(iter(span.iterations)): pooled}  # one iteration: its summary is the pooled one
     else:  # one more pass
-        per_iteration = summarize_by_iteration(records, slos, rate, turns)
+        per_iteration = summarize_by_iteration(records, slos, rate, turns, percentiles)
     iterations = mark_partial([IterationResult(iteration=i, summary=s) for i, s in sorted(per_iteration.items())])
     complete = [it for it in iterations if not it.partial]
     across = None

@@ -49,14 +49,17 @@ def compare(
     min_effect: Annotated[str, typer.Option("--min-effect", metavar="PCT", help="Significant changes smaller than this are called negligible.")] = "1%",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap resampling.")] = 0,
     noise_ms: Annotated[float, typer.Option("--single-run-noise-ms", metavar="MS", min=0, help="Between single runs, latency changes smaller than this are inconclusive (also smaller than 3% at p50, 10% at p99, or the runs' client lag). Lower it on an idle, dedicated client; --iterations measures the noise instead.")] = 20.0,
+    percentiles: Annotated[Optional[str], typer.Option("--percentiles", help="Latency percentiles to compare, e.g. 50,90,99,99.9: TTFT, ITL, TPOT and E2E at each (a run saved without one has it computed from its requests). [default: p50 and p99 of TTFT, ITL, E2E, p50 of TPOT]")] = None,
     resamples: Annotated[int, typer.Option("--resamples", help="Bootstrap resamples per run and metric (the smallest p-value is 2/(N + 1)).", min=500)] = 2000,
 ) -> int:
     from tokspeed.cli.report_exports import EXIT_GATE, EXIT_OK, print_gates
     from tokspeed.compare import compare_runs, judge_gates
     from tokspeed.comparison import CompareSettings
 
-    plan = _prepare(markdown, json_out, html, fail_if or ())
-    settings = CompareSettings(seed=seed, resamples=resamples, min_effect=_fraction(min_effect), single_run_noise_ms=noise_ms)
+    qs = _percentiles(percentiles)
+    plan = _prepare(markdown, json_out, html, fail_if or (), qs)
+    settings = CompareSettings(seed=seed, resamples=resamples, min_effect=_fraction(min_effect), single_run_noise_ms=noise_ms,
+                               percentiles=qs)
     runs = load_runs([base, *others])
     comparison = compare_runs(runs[0], runs[1:], settings)
     gates = judge_gates(runs[0], runs[1:], plan.gates, comparison) if plan.gates else []
@@ -69,11 +72,23 @@ def compare(
     return EXIT_GATE if any(g.breached for g in gates) else EXIT_OK
 
 
-def _prepare(markdown: str | None, json_out: str | None, html: str | None, fail_if: Sequence[str]) -> ReportPlan:
+def _percentiles(text: str | None) -> tuple[float, ...]:
+    if text is None:
+        return ()
+    from tokspeed.metrics.stats import parse_percentiles
+
+    try:
+        return parse_percentiles(text)
+    except ValueError as exc:
+        raise ConfigError(f"--percentiles: {exc}", hint="e.g. --percentiles 50,90,99,99.9") from None
+
+
+def _prepare(markdown: str | None, json_out: str | None, html: str | None, fail_if: Sequence[str],
+             percentiles: Sequence[float] = ()) -> ReportPlan:
     """Check every destination and gate before any run is loaded."""
     from tokspeed.cli.outputs import prepare_outputs
     from tokspeed.cli.report_exports import ReportPlan, known_metrics
-    from tokspeed.comparison import METRICS
+    from tokspeed.comparison import compared_metrics
     from tokspeed.gates import parse_gate
 
     outputs = prepare_outputs({"--markdown": markdown, "--json": json_out, "--html": html})
@@ -81,7 +96,8 @@ def _prepare(markdown: str | None, json_out: str | None, html: str | None, fail_
         from tokspeed.reports.html import require_html
 
         require_html()
-    return ReportPlan(outputs=outputs, gates=[parse_gate(text, known_metrics(), tested=[m.name for m in METRICS]) for text in fail_if])
+    tested = [m.name for m in compared_metrics(percentiles)]
+    return ReportPlan(outputs=outputs, gates=[parse_gate(text, [*known_metrics(), *tested], tested=tested) for text in fail_if])
 
 
 def load_runs(paths: Sequence[Path]) -> list[RunData]:

@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import orjson
 import typer
 
+from tokspeed.errors import ConfigError
 from tokspeed.metrics.compat import CompatTool
 
 HELP = """Re-render the summary of a saved run.
@@ -44,6 +45,8 @@ def report(
     as_tool: Annotated[Optional[CompatTool], typer.Option("--as", help="Show the metrics under a peer tool's names and formulas (vllm, aiperf, guidellm), beside tokspeed's; with --json, as JSON (tokspeed.compat/1). [default: tokspeed's own metrics]")] = None,
     token_audit: Annotated[bool, typer.Option("--token-audit", help="Also print the token audit: count sources, usage vs --tokenizer on kept texts, tokens per chunk, requests stopped before max_tokens.")] = False,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="tokenizer.json (or model dir) that recounts kept output texts for --token-audit. [default: the counts saved in the run]")] = None,
+    figures: Annotated[Optional[Path], typer.Option("--figures", metavar="DIR", help="Write every chart of the HTML report as an image file into DIR, for slides (drawn offline by headless Chromium: TOKSPEED_CHROMIUM or chromium on PATH). [default: none]")] = None,
+    figure_format: Annotated[str, typer.Option("--figure-format", metavar="png|svg|both", help="Image format of --figures.")] = "both",
     stats: Annotated[bool, typer.Option("--stats", help="Also print the measurement statistics: bootstrap beside order-statistic CIs, requests needed for p99 within ±10%, the steady-state window, latency from the scheduled start.")] = False,
 ) -> int:
     from rich.console import Console
@@ -55,7 +58,8 @@ def report(
     plan = ReportPlan.prepare(
         {"--html": html, "--markdown": markdown, "--csv": csv, "--csv-summary": csv_summary}, fail_if or (), stdout_taken=json_out
     )
-    per_request = as_tool is not None or token_audit or stats or html is not None or csv is not None
+    formats = _figure_formats(figure_format, figures)
+    per_request = as_tool is not None or token_audit or stats or html is not None or csv is not None or figures is not None
     result, records = load_run(directory, with_records=per_request)  # the summaries alone need run.json only
     if as_tool is not None:
         from tokspeed.metrics.compat import to_json, views
@@ -77,4 +81,24 @@ def report(
         from tokspeed.cli.report_sections import print_measurement_sections
 
         print_measurement_sections(result, records, token_audit=token_audit, tokenizer=tokenizer, stats=stats)
+    if figures is not None:
+        from tokspeed.reports.figure_export import export_figures
+        from tokspeed.reports.html import run_html
+
+        written = export_figures(run_html(result, records, str(directory)), figures, formats)
+        print(f"Wrote {len(written)} chart files ({', '.join(formats)}) to {figures}", file=sys.stderr)
     return plan.finish(result, records, directory, stdout_taken=json_out)
+
+
+def _figure_formats(text: str, figures: Path | None) -> tuple[str, ...]:
+    """--figure-format as formats; with --figures, the browser is looked for before anything is loaded."""
+    formats = {"png": ("png",), "svg": ("svg",), "both": ("png", "svg")}.get(text.strip().lower())
+    if formats is None:
+        raise ConfigError(f"--figure-format {text!r}: give png, svg or both")
+    if figures is not None:
+        from tokspeed.reports.figure_export import require_chromium
+        from tokspeed.reports.html import require_html
+
+        require_html()
+        require_chromium()
+    return formats

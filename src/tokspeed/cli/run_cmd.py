@@ -94,6 +94,8 @@ def run(
     iterations: Annotated[int | None, _opt("--iterations", "-i", help="Repeat the measurement K times (after one warm-up) and report spread. With --dataset FILE and no --requests/--duration, each iteration is one pass over the file. [default: 1]", panel=LOAD, min=1)] = None,
     offline: Annotated[bool, _opt("--offline", help="Offline throughput mode: each iteration submits all its requests at once (one pass over --dataset FILE), after one warm-up request, as a script calling llm.generate(prompts) per iteration measures. [default: on for vllm: targets given no load profile, else off]", panel=LOAD)] = False,
     slo: Annotated[list[str] | None, _opt("--slo", help="Objective, repeatable: 'ttft_p99_ms<=500' (percentile) or 'tpot_ms<=50' (per request; goodput). [default: none]", panel=OUT)] = None,
+    percentiles: Annotated[str | None, _opt("--percentiles", help="Percentiles to report, e.g. 50,90,99,99.9 (vLLM's metric-percentiles option): the console's columns and compare's latency rows; those beyond p50/p90/p95/p99/p99.9 are added to the summary (ttft_p75_ms, ...). [default: 50,90,95,99,99.9]", panel=OUT)] = None,
+    cooldown: Annotated[float | None, _opt("--cooldown", help="Also summarise each load point without its last SHARE of the run, 0 <= SHARE < 1 (guidellm's cool-down): of the planned --duration, else of the requests by completion; requests sent before the cut are kept (summary.cooldown). [default: off]", panel=OUT, min=0.0, max=0.99, metavar="SHARE")] = None,
     out: Annotated[Path | None, _opt("--out", "-o", help="Results directory. [default: runs/<date-time>]", panel=OUT)] = None,
     overwrite: Annotated[bool, _opt("--overwrite", help="Replace the results already in --out (otherwise refused).", panel=OUT)] = False,
     scenario: Annotated[Path | None, _opt("--scenario", help="YAML file with any of these options (flags win). [default: none]", panel=OUT)] = None,
@@ -165,7 +167,8 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
               prefix_reuse: float | None = None, trace: str | None = None, trace_format: str | None = None,
               trace_speed: float | None = None, trace_window: str | None = None, stages: str | None = None,
               ramp: str | None = None, token_audit: bool = False, tag: list[str] | None = None,
-              deployment_commit: str | None = None, catalog: str | None = None, no_catalog: bool = False) -> int:
+              deployment_commit: str | None = None, catalog: str | None = None, no_catalog: bool = False,
+              percentiles: str | None = None, cooldown: float | None = None) -> int:
     engine = ef.engine_options(
         dtype=dtype, device=device, trust_remote_code=trust_remote_code, engine_arg=engine_arg,
         tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
@@ -216,6 +219,8 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         "offline": True if offline else None,
         "max_error_rate": max_error_rate,
         "slo": slo or None,
+        "percentiles": _percentiles(percentiles),
+        "cooldown": cooldown,
         "out": out,
         "server_metrics": server_metrics,
         "telemetry_interval_s": parse_duration(telemetry_interval) if telemetry_interval else None,
@@ -329,6 +334,18 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
 
         catalogue_run(console, outcome.directory, cfg, catalog, quiet=quiet)
     return exit_code_for(outcome, cfg)
+
+
+def _percentiles(text: str | None) -> list[float] | None:
+    """--percentiles as numbers (None: not given); a usage error names the bad item."""
+    if text is None:
+        return None
+    from tokspeed.metrics.stats import parse_percentiles
+
+    try:
+        return list(parse_percentiles(text))
+    except ValueError as exc:
+        raise ConfigError(f"--percentiles: {exc}", hint="e.g. --percentiles 50,90,99,99.9") from None
 
 
 def _print_costs(console: Any, result: Any, cfg: RunConfig) -> None:

@@ -99,6 +99,20 @@ def tpot_ns(r: RequestRecord) -> float | None:
     return decode / (r.output_tokens - 1)
 
 
+def ntpot_ns(r: RequestRecord) -> float | None:
+    """Normalized time per output token (inference-perf's NTPOT): the whole latency per token.
+
+    Formula: E2E / output_tokens; None unless the request completed with output_tokens ≥ 1.
+    Unlike TPOT it counts the wait for the first token too, so it is what a user pays per token
+    of the answer, queueing and prefill included (inference-perf's `normalized_time_per_output_token`,
+    `(end − start) / output_tokens`; it records 0 for a request without output tokens, tokspeed None).
+    """
+    e2e = e2e_ns(r)
+    if e2e is None or r.output_tokens is None or r.output_tokens < 1:
+        return None
+    return e2e / r.output_tokens
+
+
 def decode_tokens_per_s(r: RequestRecord) -> float | None:
     """Per-user decode speed: the tokens per second a user sees once output starts.
 

@@ -26,6 +26,7 @@ DISTRIBUTIONS: dict[str, tuple[str, str]] = {
     "itl_ms": ("itl", "ms"),
     "chunk_gap_ms": ("chunk_gap", "ms"),
     "tpot_ms": ("tpot", "ms"),
+    "ntpot_ms": ("ntpot", "ms"),
     "e2e_ms": ("e2e", "ms"),
     "lateness_ms": ("lateness", "ms"),
     "connect_ms": ("connect", "ms"),
@@ -123,6 +124,7 @@ class Summary(_Frozen):
     itl_ms: Distribution = Distribution()
     chunk_gap_ms: Distribution = Distribution()
     tpot_ms: Distribution = Distribution()
+    ntpot_ms: Distribution = Distribution()  # E2E / output tokens (inference-perf's NTPOT); empty in older results
     e2e_ms: Distribution = Distribution()
     lateness_ms: Distribution = Distribution()
     connect_ms: Distribution = Distribution()  # TCP/TLS connects paid by measured requests (reused: none)
@@ -147,6 +149,11 @@ class Summary(_Frozen):
     server_timing: ServerTimingSummary | None = None
     # the detected steady window (ramp-up and drain trimmed) and the summary over it (metrics/steady_state.py)
     steady_state: SteadyState | None = None
+    # --percentiles beyond the standard ones: distribution field -> {stat name: value} ({"ttft_ms": {"p75": 41.2}});
+    # names by `stats.percentile_name`; {} when none were asked for
+    percentiles: dict[str, dict[str, float | None]] = {}
+    # --cooldown: the summary without the last share of the run (metrics/cooldown.py); None when not asked for
+    cooldown: Cooldown | None = None
     # distributions whose values outgrew the exact buffer (metrics/sketch.py): their percentiles
     # come from a log histogram, each within 0.01% of a true value; [] = every figure exact
     approximate: list[str] = []
@@ -156,7 +163,8 @@ class Summary(_Frozen):
 
         Distributions give `<metric>_<stat>_<unit>` (`ttft_p99_ms`,
         `decode_p50_tokens_per_s`), `<metric>_<stat>` for token counts
-        (`output_tokens_p50`) and `<metric>_count`; then `requests_per_s`,
+        (`output_tokens_p50`) and `<metric>_count`, and any --percentiles beyond the standard
+        ones (`ttft_p75_ms`, `e2e_p9999_ms`); then `requests_per_s`,
         `output_tokens_per_s`, `total_tokens_per_s`, `input_tokens_per_s`,
         `error_rate`, `goodput_requests_per_s`, `goodput_fraction`, and for
         open-loop runs `offered_requests_per_s`, `sent_requests_per_s` and
@@ -167,6 +175,10 @@ class Summary(_Frozen):
             dist: Distribution = getattr(self, field)
             for stat in STAT_NAMES:
                 out[flat_name(metric, stat, "" if stat == "count" else unit)] = dist.stat(stat)
+        for field, extra in self.percentiles.items():
+            if field in DISTRIBUTIONS:
+                metric, unit = DISTRIBUTIONS[field]
+                out.update({flat_name(metric, stat, unit): value for stat, value in extra.items()})
         out.update(self.throughput.model_dump())
         out["error_rate"] = self.error_rate
         out["goodput_requests_per_s"] = self.goodput.requests_per_s if self.goodput else None
@@ -193,6 +205,25 @@ class SteadyState(_Frozen):
     window_s: float
     full_window_s: float
     requests: int  # measured requests sent and finished inside the window
+    summary: Summary | None = None
+
+
+class Cooldown(_Frozen):
+    """--cooldown SHARE: the point without its last share (guidellm's cool-down), and the summary over it.
+
+    mode `duration`: the cut is SHARE of the planned --duration before its end; `requests`: the
+    cut is the end of the last request to finish before the final ⌊SHARE·N⌋ of the N measured ones.
+    The summary keeps the measured requests sent at or before the cut. Times are seconds from the
+    window's start (the first send). See `tokspeed.metrics.cooldown`.
+    """
+
+    share: float
+    mode: Literal["duration", "requests"]
+    cut_s: float
+    trimmed_s: float  # full window's end − the cut
+    full_window_s: float
+    requests: int  # measured requests kept
+    dropped: int  # measured requests sent after the cut
     summary: Summary | None = None
 
 

@@ -31,6 +31,7 @@ PER_REQUEST = {
     "ttft": "ms",
     "ttfa": "ms",
     "tpot": "ms",
+    "ntpot": "ms",
     "itl": "ms",
     "e2e": "ms",
     "decode": "tokens_per_s",

@@ -239,6 +239,39 @@ def required_samples(
     return max(floor, math.ceil(n * ratio * ratio))
 
 
+def percentile_name(q: float) -> str:
+    """The stat name of the q-th percentile: `p50`, `p99`, `p999` (99.9), `p9999` (99.99), `p0_1` (0.1).
+
+    10 ≤ q < 100: "p" and the digits without the point (the run.json convention for p999); below 10
+    the point becomes "_" (so 1.25 → `p1_25` and 12.5 → `p125` never collide).
+    """
+    if not 0.0 < q < 100.0:
+        raise ValueError(f"a percentile is in (0, 100), got {q:g}")
+    text = f"{q:.6f}".rstrip("0").rstrip(".")
+    return "p" + (text.replace(".", "") if q >= 10.0 else text.replace(".", "_"))
+
+
+def parse_percentiles(text: str | Sequence[float | str]) -> tuple[float, ...]:
+    """`50,90,99,99.9` (or a list) → (50.0, 90.0, 99.0, 99.9): sorted, without repeats; ValueError for
+    anything not a number in (0, 100)."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out: set[float] = set()
+    for item in items:
+        raw = str(item).strip().removeprefix("p")
+        if not raw:
+            continue
+        try:
+            q = float(raw)
+        except ValueError:
+            raise ValueError(f"not a percentile: {str(item).strip()!r} (give numbers such as 50,90,99,99.9)") from None
+        if not 0.0 < q < 100.0 or math.isnan(q):
+            raise ValueError(f"a percentile is in (0, 100), got {str(item).strip()}")
+        out.add(round(q, 6))
+    if not out:
+        raise ValueError("no percentile given (e.g. 50,90,99,99.9)")
+    return tuple(sorted(out))
+
+
 def _scaled(arr: np.ndarray, scale: float) -> np.ndarray:
     """`arr` × `scale`, dividing instead when 1/scale is a whole number.
 

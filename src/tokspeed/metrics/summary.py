@@ -12,7 +12,7 @@ Warm-up records (`warmup=True`) are always left out. Formulas:
   rates at steady state, without ramp-up and drain (`tokspeed.metrics.sustained`;
   the one formula that also counts warm-up records: those ending in the window)
   (rates are None when the window is unknown or zero; unknown counts add 0)
-* TTFT, TTFA, ITL (per token, pooled), chunk gaps, TPOT, E2E, decode speed and
+* TTFT, TTFA, ITL (per token, pooled), chunk gaps, TPOT, NTPOT, E2E, decode speed and
   token counts are over completed requests; lateness over every sent request.
 * percentile_ci: the 95% CI of p50, p90, p99, p99.9 of TTFT, ITL, TPOT and E2E: order-statistic
   for the per-request ones (`tokspeed.metrics.stats.distribution_with_ci`; None where n is too
@@ -46,6 +46,7 @@ from tokspeed.metrics.goodput import (
     judge_counts,
     met_counts,
 )
+from tokspeed.metrics.samples import itl_count
 from tokspeed.metrics.schedule import schedule_of
 from tokspeed.metrics.schema import (
     RequestCounts,
@@ -54,12 +55,17 @@ from tokspeed.metrics.schema import (
     Throughput,
     TokenTotals,
 )
-from tokspeed.metrics.samples import itl_count
 from tokspeed.metrics.server_timing import ServerTimingAccumulator
 from tokspeed.metrics.sketch import BoundedSample
-from tokspeed.metrics.stats import CI_QUANTILES, Distribution, QuantileCI
-from tokspeed.metrics.sustained import Sustained, SustainedWindow
 from tokspeed.metrics.slo import SLO
+from tokspeed.metrics.stats import (
+    CI_QUANTILES,
+    QUANTILES,
+    Distribution,
+    QuantileCI,
+    percentile_name,
+)
+from tokspeed.metrics.sustained import Sustained, SustainedWindow
 from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
 
 NS_PER_MS = 1_000_000
@@ -73,6 +79,7 @@ def summarize(
     slos: Sequence[SLO] = (),
     target_rate: float | None = None,
     turns: int | None = None,
+    percentiles: Sequence[float] = (),
 ) -> Summary:
     """The Summary of the measured (non-warm-up) records, judged against `slos`.
 
@@ -80,9 +87,10 @@ def summarize(
     whose schedule-based metrics are then left empty (its "schedule" is only when a
     worker picked each request). `turns`: the conversation length a --multi-turn run
     planned (conversations are judged complete against it; else the longest seen).
+    `percentiles`: --percentiles; those beyond the standard ones go to `Summary.percentiles`.
     One pass through `SummaryBuilder`: `records` may be a generator.
     """
-    builder = SummaryBuilder(slos, target_rate, turns)
+    builder = SummaryBuilder(slos, target_rate, turns, percentiles)
     for r in records:
         builder.add(r)
     return builder.summary()
@@ -98,8 +106,10 @@ class SummaryBuilder:
     points, the scheduled and sent times (16 bytes a request, for the schedule's gaps).
     """
 
-    def __init__(self, slos: Sequence[SLO] = (), target_rate: float | None = None, turns: int | None = None) -> None:
+    def __init__(self, slos: Sequence[SLO] = (), target_rate: float | None = None, turns: int | None = None,
+                 percentiles: Sequence[float] = ()) -> None:
         self._slos = tuple(slos)
+        self._extra = extra_percentiles(percentiles)
         self._thresholds = implied_thresholds(self._slos)
         self._target_rate = target_rate
         self._turns = turns
@@ -173,6 +183,7 @@ class SummaryBuilder:
             itl_ms=with_ci["itl_ms"][0],
             chunk_gap_ms=plain["chunk_gap_ms"],
             tpot_ms=with_ci["tpot_ms"][0],
+            ntpot_ms=plain["ntpot_ms"],
             e2e_ms=with_ci["e2e_ms"][0],
             lateness_ms=plain["lateness_ms"],
             connect_ms=plain["connect_ms"],
@@ -190,11 +201,29 @@ class SummaryBuilder:
             conversations=self._conversations.conversations(self._turns),
             prefix_cache=self._conversations.prefix_cache(),
             server_timing=self._server_timing.summary(),
+            percentiles=self._extra_values(),
             approximate=sorted(name for name, sample in samples.items() if not sample.exact),
         )
         if not self._slos:
             return base
         return base.model_copy(update={"slo": judge_counts(self._slos, base.flat(), self._met, completed)})
+
+    def _extra_values(self) -> dict[str, dict[str, float | None]]:
+        """The --percentiles beyond the standard ones, per distribution with values, in its unit.
+
+        numpy's default percentile of the raw values, then scaled (as `stats.distribution` does);
+        from the log histogram past the exact limit (as the standard percentiles).
+        """
+        if not self._extra:
+            return {}
+        out: dict[str, dict[str, float | None]] = {}
+        for field in _SAMPLES:
+            sample = self._samples[field]
+            if not sample.count:
+                continue
+            scale = 1 / NS_PER_MS if field in _WITH_CI else _PLAIN[field]
+            out[field] = {name: _scale(sample.quantile(q), scale) for name, q in self._extra}
+        return out
 
     def _request_cis(self, with_ci: dict[str, tuple[Distribution, dict[str, QuantileCI | None]]]
                      ) -> dict[str, tuple[Distribution, dict[str, QuantileCI | None]]]:
@@ -239,6 +268,7 @@ class SummaryBuilder:
             ("itl_ms", timing.itl_ns),
             ("chunk_gap_ms", timing.gaps_ns),
             ("tpot_ms", per_request.tpot_ns),
+            ("ntpot_ms", per_request.ntpot_ns),
             ("e2e_ms", per_request.e2e_ns),
             ("decode_tokens_per_s", per_request.decode_tokens_per_s),
             ("input_tokens", _column(lambda r: r.input_tokens, ok)),
@@ -280,6 +310,7 @@ class SummaryBuilder:
 # distributions with a percentile CI (ns -> ms), then the others and their scale
 _WITH_CI = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 _PLAIN: dict[str, float] = {
+    "ntpot_ms": 1 / NS_PER_MS,
     "ttfa_ms": 1 / NS_PER_MS,
     "chunk_gap_ms": 1 / NS_PER_MS,
     "lateness_ms": 1 / NS_PER_MS,
@@ -295,18 +326,32 @@ _BATCH_RECORDS = 4096
 _BATCH_CHUNKS = 1 << 16  # ~256 records of 256 tokens: the batch's numpy temporaries stay a few MB
 
 
+def extra_percentiles(percentiles: Sequence[float]) -> tuple[tuple[str, float], ...]:
+    """(stat name, q) of the requested percentiles a Distribution does not already carry (p75, p99.99, ...)."""
+    standard = set(QUANTILES)
+    return tuple((percentile_name(q), float(q)) for q in sorted(set(percentiles)) if float(q) not in standard)
+
+
+def _scale(value: float | None, scale: float) -> float | None:
+    if value is None:
+        return None
+    inverse = 1.0 / scale
+    return value / inverse if inverse.is_integer() else value * scale
+
+
 def summarize_by_iteration(
     records: Iterable[RequestRecord],
     slos: Sequence[SLO] = (),
     target_rate: float | None = None,
     turns: int | None = None,
+    percentiles: Sequence[float] = (),
 ) -> dict[int, Summary]:
     """One Summary per measured iteration (≥ 1), in iteration order; warm-up left out."""
     builders: dict[int, SummaryBuilder] = {}
     for r in records:
         if not r.warmup and r.iteration >= 1:
             if r.iteration not in builders:
-                builders[r.iteration] = SummaryBuilder(slos, target_rate, turns)
+                builders[r.iteration] = SummaryBuilder(slos, target_rate, turns, percentiles)
             builders[r.iteration].add(r)
     return {i: builders[i].summary() for i in sorted(builders)}
 
@@ -325,6 +370,7 @@ class _PerRequest:
     ttft_ns: np.ndarray
     ttfa_ns: np.ndarray
     tpot_ns: np.ndarray
+    ntpot_ns: np.ndarray
     e2e_ns: np.ndarray
     decode_tokens_per_s: np.ndarray
     max_itl_ns: np.ndarray
@@ -337,6 +383,7 @@ class _PerRequest:
             ttft_ns=_column(rq.ttft_ns, ok),
             ttfa_ns=_column(rq.ttfa_ns, ok),
             tpot_ns=_column(rq.tpot_ns, ok),
+            ntpot_ns=_column(rq.ntpot_ns, ok),
             e2e_ns=_column(rq.e2e_ns, ok),
             decode_tokens_per_s=_column(rq.decode_tokens_per_s, ok),
             max_itl_ns=timing.max_itl_ns,
@@ -350,6 +397,7 @@ class _PerRequest:
             "ttft": self.ttft_ns / NS_PER_MS,
             "ttfa": self.ttfa_ns / NS_PER_MS,
             "tpot": self.tpot_ns / NS_PER_MS,
+            "ntpot": self.ntpot_ns / NS_PER_MS,
             "itl": self.max_itl_ns / NS_PER_MS,
             "e2e": self.e2e_ns / NS_PER_MS,
             "decode": self.decode_tokens_per_s,

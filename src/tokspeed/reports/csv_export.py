@@ -82,8 +82,11 @@ def _request_row(r: RequestRecord) -> list[Any]:
 
 
 def summary_csv(result: RunResult) -> str:
-    """One row per benchmark: its name, profile kind, then every `Summary.flat()` value."""
+    """One row per benchmark: its name, profile kind, then every `Summary.flat()` value (the
+    standard names, then any --percentiles beyond them, e.g. `ttft_p75_ms`)."""
     names = list(Summary().flat())
+    for b in result.benchmarks:
+        names += [n for n in b.summary.flat() if n not in names]
     rows = []
     for b in result.benchmarks:
         flat = b.summary.flat()

@@ -15,25 +15,35 @@ import orjson
 
 from tokspeed.compare import RunData
 from tokspeed.comparison import Comparison
+from tokspeed.errors import ConfigError
 from tokspeed.metrics.samples import request_samples
+from tokspeed.metrics.slo import parse_slo
 from tokspeed.metrics.stats import Distribution
 from tokspeed.records import RequestRecord
 from tokspeed.reports import figures as fg
-from tokspeed.reports.compare_text import HEADERS, LEGEND, bench_title, highlights, method_note, row
+from tokspeed.reports.compare_text import (
+    HEADERS,
+    LEGEND,
+    bench_title,
+    highlights,
+    method_note,
+    row,
+)
 from tokspeed.reports.diagnosis_text import evidence_text, where
 from tokspeed.reports.groups_text import group_lines
 from tokspeed.reports.headline import headlines
 from tokspeed.reports.summary_text import (
     ROWS,
-    STATS,
     ci_lines,
+    dist_stat,
     fmt,
     header_lines,
     iteration_lines,
+    stat_columns,
     totals_lines,
 )
 from tokspeed.reports.telemetry_text import telemetry_lines
-from tokspeed.reports.timeline import timeline
+from tokspeed.reports.timeline import latency_over_time, timeline
 from tokspeed.results import Benchmark, RunResult
 from tokspeed.run_records import records_by_benchmark
 
@@ -78,9 +88,11 @@ def run_context(result: RunResult, records: Sequence[RequestRecord], source: str
     figs = FigureSet()
     groups = records_by_benchmark(result.benchmarks, list(records)) if records else None
     benches = [
-        _benchmark(b, groups[i] if groups is not None else None, figs) for i, b in enumerate(result.benchmarks)
+        _benchmark(b, groups[i] if groups is not None else None, figs, result.config.get("percentiles") or ())
+        for i, b in enumerate(result.benchmarks)
     ]
-    sweep = [f for title, fig in fg.sweep_figures(result.benchmarks) if (f := figs.add(title, fig)) is not None]
+    sweep = [f for title, fig in fg.sweep_figures(result.benchmarks, sweep_context(result))
+             if (f := figs.add(title, fig, _sweep_caption(title))) is not None]
     model = result.target.get("model") or "unknown model"
     return {
         "title": f"tokspeed report · {model}",
@@ -101,7 +113,8 @@ def run_context(result: RunResult, records: Sequence[RequestRecord], source: str
     }
 
 
-def _benchmark(bench: Benchmark, records: list[RequestRecord] | None, figs: FigureSet) -> dict[str, Any]:
+def _benchmark(bench: Benchmark, records: list[RequestRecord] | None, figs: FigureSet,
+               percentiles: Sequence[float] = ()) -> dict[str, Any]:
     s = bench.summary
     charts: list[dict[str, str] | None] = []
     note = None
@@ -114,7 +127,9 @@ def _benchmark(bench: Benchmark, records: list[RequestRecord] | None, figs: Figu
             charts.append(figs.add(f"{label} distribution", fg.distribution_figure(label, "ms", values, per), _caption(family)))
         tl = timeline(records)
         if tl is not None:
-            charts.append(figs.add("Over time", fg.timeline_figure(tl), "Output tokens per second and the average number of requests in flight, per time bin."))
+            charts.append(figs.add("Over time", fg.timeline_figure(tl, latency_over_time(records, tl)),
+                                   "Per time bin: output tokens per second; TTFT (by send time) and ITL (by arrival) at p50 "
+                                   "and p99; the average number of requests in flight; errors by kind."))
         charts.append(figs.add("TTFT vs input tokens", fg.scatter_figure(samples.input_tokens, samples.ttft_ms),
                                "Each point is a request: prefill time grows with the prompt; queueing shows as a vertical spread."))
     charts.append(figs.add("Per-iteration stability", fg.iterations_figure(bench), "Rule of thumb: 5–10% spread between iterations is normal; more is a warning."))
@@ -122,14 +137,43 @@ def _benchmark(bench: Benchmark, records: list[RequestRecord] | None, figs: Figu
         "name": bench.name,
         "profile": _profile_text(bench),
         "headlines": headlines(s),
-        "rows": _metric_rows(bench),
-        "stats": ["p99.9" if st == "p999" else st for st in STATS],
+        "rows": _metric_rows(bench, percentiles),
+        "stats": [header for _stat, header in stat_columns(percentiles)],
         "lines": iteration_lines(bench) + totals_lines(bench) + ci_lines(bench) + group_lines(bench)
         + telemetry_lines(bench.telemetry),
         "slo": [{"text": v.slo, "met": v.met} for v in s.slo],
         "charts": [c for c in charts if c is not None],
         "note": note,
     }
+
+
+def sweep_context(result: RunResult) -> fg.SweepContext:
+    """The swept knob, the run's SLOs and the capacity point, for the sweep charts."""
+    dimension: str | None = None
+    if result.capacity is not None:
+        dimension = result.capacity.by
+    elif result.sweep is not None and result.sweep.dimension in ("concurrency", "rate"):
+        dimension = result.sweep.dimension
+    slos = []
+    for text in result.config.get("slo") or []:
+        try:
+            slos.append(parse_slo(text))
+        except ConfigError:  # an SLO this version cannot read only loses its shading
+            continue
+    best = None
+    if result.capacity is not None and result.capacity.value is not None:
+        best = next((p.benchmark for p in result.capacity.probes if p.passed and p.value == result.capacity.value), None)
+    index, why = fg.capacity_point(result.benchmarks, best)
+    return fg.SweepContext(dimension=dimension, slos=slos, capacity=index, capacity_why=why)
+
+
+def _sweep_caption(title: str) -> str:
+    if title == "Per-user vs system throughput":
+        return ("Each point is a load point: what one user sees (decode speed, 1 / TPOT) against what the system delivers. "
+                "The dotted line joins the points no other beats on both; the star is the capacity point.")
+    if " vs " in title and title.split(" vs ")[1] in ("concurrency", "rate"):
+        return "The line is p50, the shaded band reaches p99; a dashed red line is an SLO (the red region misses it)."
+    return ""
 
 
 def _profile_text(bench: Benchmark) -> str:
@@ -147,12 +191,13 @@ def _caption(family: str) -> str:
     }[family]
 
 
-def _metric_rows(bench: Benchmark) -> list[list[str]]:
+def _metric_rows(bench: Benchmark, percentiles: Sequence[float] = ()) -> list[list[str]]:
     rows = []
     for name, label, unit in ROWS:
         dist: Distribution = getattr(bench.summary, name)
         if dist.count:
-            rows.append([label, unit, f"{dist.count:,}", *(fmt(getattr(dist, st)) for st in STATS)])
+            rows.append([label, unit, f"{dist.count:,}",
+                         *(fmt(dist_stat(bench.summary, name, st)) for st, _ in stat_columns(percentiles))])
     return rows
 
 
@@ -188,6 +233,31 @@ def flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
     return rows
 
 
+def _verdicts(c: Comparison, bench: int, family: str | None = None, name: str | None = None) -> str:
+    """Compare's verdict on the rows a chart shows, per other run: `pr: p50 1.05× worse · p99 n.s.`."""
+    from tokspeed.comparison import compared_metrics
+
+    wanted = {m.name: m for m in compared_metrics(c.settings.percentiles)
+              if (family is not None and m.family == family) or m.name == name}
+    parts = []
+    for run_cmp in c.runs:
+        if bench >= len(run_cmp.benchmarks):
+            continue
+        bits = []
+        for m in run_cmp.benchmarks[bench].metrics:
+            if m.metric not in wanted:
+                continue
+            stat = f"p{wanted[m.metric].quantile:g} " if wanted[m.metric].quantile is not None else ""
+            ratio = f"{m.ratio:.2f}× " if m.ratio is not None and m.verdict in ("better", "worse") else ""
+            bits.append(f"{stat}{ratio}{_VERDICT_WORDS.get(m.verdict, m.verdict)}")
+        if bits:
+            parts.append(f"{run_cmp.run.label}: " + " · ".join(bits))
+    return "<br>".join(parts)
+
+
+_VERDICT_WORDS = {"no significant difference": "n.s.", "untested": "not tested"}
+
+
 def comparison_context(c: Comparison, runs: Sequence[RunData]) -> dict[str, Any]:
     """The comparison page: differences, per-benchmark tables and sentences, overlaid CDFs."""
     figs = FigureSet()
@@ -210,9 +280,10 @@ def comparison_context(c: Comparison, runs: Sequence[RunData]) -> dict[str, Any]
         suffix = f" · {runs[0].result.benchmarks[i].name}" if n_bench > 1 else ""
         for family, label, _per in DISTRIBUTIONS:
             series = [(name, s.values(family)[0]) for name, s in per_run if s is not None]
-            charts.append(figs.add(f"{label}{suffix}", fg.overlaid_cdfs(label, "ms", series)))
+            charts.append(figs.add(f"{label}{suffix}", fg.overlaid_cdfs(label, "ms", series, _verdicts(c, i, family=family))))
         tps = [r.result.benchmarks[i].summary.throughput.output_tokens_per_s for r in runs]
-        charts.append(figs.add(f"Output throughput{suffix}", fg.bars_figure("Output tokens/s", [r.label for r in runs], tps, "tok/s")))
+        charts.append(figs.add(f"Output throughput{suffix}", fg.bars_figure("Output tokens/s", [r.label for r in runs], tps, "tok/s",
+                                                                             _verdicts(c, i, name="output_tokens_per_s"))))
     return {
         "title": f"tokspeed compare · baseline {c.base.label}",
         "subtitle": " · ".join(f"{r.label}: {r.path}" for r in runs),

@@ -6,6 +6,7 @@ re-rendered from disk looks exactly like the original printout.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,13 @@ from rich.table import Table
 from rich.text import Text
 
 from tokspeed.metrics.schema import Schedule, Summary
-from tokspeed.metrics.stats import Distribution, min_samples_for_ci, required_samples
+from tokspeed.metrics.stats import (
+    STAT_NAMES,
+    Distribution,
+    min_samples_for_ci,
+    percentile_name,
+    required_samples,
+)
 from tokspeed.results import Benchmark, RunResult
 
 ROWS: tuple[tuple[str, str, str], ...] = (
@@ -22,6 +29,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("ttfa_ms", "Time to first answer", "ms"),
     ("itl_ms", "ITL (per token)", "ms"),
     ("tpot_ms", "TPOT", "ms"),
+    ("ntpot_ms", "NTPOT (E2E / token)", "ms"),
     ("e2e_ms", "E2E latency", "ms"),
     ("decode_tokens_per_s", "Decode speed per user", "tok/s"),
     ("chunk_gap_ms", "Gap between chunks", "ms"),
@@ -148,22 +156,54 @@ def _s(ms: float | None) -> float | None:
     return None if ms is None else ms / 1000
 
 
-def metric_table(bench: Benchmark) -> Table:
+def stat_columns(percentiles: Sequence[float] = ()) -> list[tuple[str, str]]:
+    """(stat name, column header) of the table: mean, the percentiles (--percentiles, else the
+    standard p50 … p99.9), max."""
+    if not percentiles:
+        return [(stat, "p99.9" if stat == "p999" else stat) for stat in STATS]
+    return [("mean", "mean"), *((percentile_name(q), f"p{q:g}") for q in sorted(percentiles)), ("max", "max")]
+
+
+def dist_stat(s: Summary, field: str, stat: str) -> float | None:
+    """One stat of a summary's distribution, the --percentiles beyond the standard ones included."""
+    dist: Distribution = getattr(s, field)
+    if stat in STAT_NAMES:
+        return dist.stat(stat)
+    return s.percentiles.get(field, {}).get(stat)
+
+
+def metric_table(bench: Benchmark, percentiles: Sequence[float] = ()) -> Table:
     s = bench.summary
+    columns = stat_columns(percentiles)
     table = Table(title=f"{bench.name}", title_justify="left", header_style="bold")
     table.add_column("metric")
     table.add_column("unit")
     table.add_column("count", justify="right")
-    for stat in STATS:
-        table.add_column("p99.9" if stat == "p999" else stat, justify="right")
+    for _stat, header in columns:
+        table.add_column(header, justify="right")
     for field, label, unit in ROWS:
         dist: Distribution = getattr(s, field)
         if (field == "ttfa_ms" and _same(dist, s.ttft_ms)) or (field == "chunk_gap_ms" and _same(dist, s.itl_ms)):
             continue  # identical rows: no reasoning tokens / one token per chunk
         if not dist.count or (field == "output_tokens" and not dist.max):  # embeddings generate nothing
             continue
-        table.add_row(label, unit, str(dist.count), *(fmt(getattr(dist, stat)) for stat in STATS))
+        table.add_row(label, unit, str(dist.count), *(fmt(dist_stat(s, field, stat)) for stat, _ in columns))
     return table
+
+
+def cooldown_lines(bench: Benchmark) -> list[str]:
+    """--cooldown: what the trim cut, and the headline figures without it."""
+    c = bench.summary.cooldown
+    if c is None:
+        return []
+    how = f"last {c.share:.0%} of the planned duration" if c.mode == "duration" else f"last {c.share:.0%} of requests to finish"
+    head = (f"Cool-down trimmed ({how}): cut at {c.cut_s:.2f} s of {c.full_window_s:.2f} s, "
+            f"{c.dropped} request(s) sent after it left out, {c.requests} kept")
+    if c.summary is None:
+        return [head]
+    t = c.summary
+    return [head, f"  without it: TTFT p99 {fmt(t.ttft_ms.p99)} ms · E2E p99 {fmt(t.e2e_ms.p99)} ms · "
+                  f"{fmt(t.throughput.output_tokens_per_s)} tok/s · {fmt(t.throughput.requests_per_s)} req/s"]
 
 
 CI_ROWS: tuple[tuple[str, str], ...] = (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E"))
@@ -289,7 +329,8 @@ def render_result(result: RunResult, directory: Path | None = None) -> Renderabl
     for bench in result.benchmarks if len(result.benchmarks) == 1 else ():
         parts.append(Text(""))
         parts += [Text(line) for line in iteration_lines(bench)]
-        parts.append(metric_table(bench))
+        parts.append(metric_table(bench, result.config.get("percentiles") or ()))
+        parts += [Text(line) for line in cooldown_lines(bench)]
         parts += [Text(line) for line in ci_lines(bench)]
         parts += [Text(line) for line in totals_lines(bench)]
         parts += group_tables(bench)  # a scheduled load's stages and classes

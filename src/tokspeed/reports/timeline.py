@@ -63,6 +63,82 @@ def timeline(records: Sequence[RequestRecord], bin_s: float | None = None) -> Ti
     )
 
 
+@dataclass(frozen=True, slots=True)
+class LatencyOverTime:
+    """Per-bin latency percentiles (NaN: nothing in the bin) and errors per kind, on a Timeline's bins.
+
+    TTFT of a completed request counts in the bin of its send; ITL values in the bin their chunk
+    arrived in (a chunk's gap belongs to the time it ended); an error in the bin it failed in,
+    under its `error_key` (`http_503`, `timeout`, ...).
+    """
+
+    ttft_p50_ms: np.ndarray
+    ttft_p99_ms: np.ndarray
+    itl_p50_ms: np.ndarray
+    itl_p99_ms: np.ndarray
+    errors_by_kind: dict[str, np.ndarray]
+
+
+def latency_over_time(records: Sequence[RequestRecord], tl: Timeline) -> LatencyOverTime:
+    """The latency percentiles and error kinds of the measured records per bin of `tl` (same origin)."""
+    from tokspeed.metrics.chunks import chunk_timing
+    from tokspeed.metrics.summary import error_key
+
+    sent = [r for r in records if not r.warmup and was_sent(r)]
+    bins = tl.start_s.size
+    width = int(round(tl.bin_s * NS_PER_S))
+    t0 = min(r.sent_ns for r in sent) if sent else 0
+
+    def index(t: np.ndarray) -> np.ndarray:
+        return np.clip((t - t0) // width, 0, bins - 1)
+
+    ok = [r for r in sent if r.status is Status.OK and r.first_token_ns is not None]
+    ttft_bin = index(np.array([r.sent_ns for r in ok], dtype=np.int64))
+    ttft = np.array([(r.first_token_ns or 0) - r.sent_ns for r in ok], dtype=np.float64) / 1e6
+    itl_values, itl_times = [], []
+    for r in ok:
+        values = chunk_timing([r]).itl_ns
+        if values.size:
+            ends = _itl_times(r, values.size)
+            itl_values.append(values / 1e6)
+            itl_times.append(ends)
+    itl = np.concatenate(itl_values) if itl_values else np.zeros(0)
+    itl_bin = index(np.concatenate(itl_times)) if itl_times else np.zeros(0, dtype=np.int64)
+    errors: dict[str, np.ndarray] = {}
+    for r in sent:
+        if r.status is Status.ERROR and r.end_ns is not None:
+            counts = errors.setdefault(error_key(r), np.zeros(bins, dtype=np.int64))
+            counts[int(index(np.array([r.end_ns]))[0])] += 1
+    return LatencyOverTime(*_binned(ttft, ttft_bin, bins), *_binned(itl, itl_bin, bins), dict(sorted(errors.items())))
+
+
+def _itl_times(r: RequestRecord, n: int) -> np.ndarray:
+    """When each of a request's n ITL values arrived: the end of its gap (values of one chunk share it)."""
+    chunks = np.asarray(r.chunk_ns, dtype=np.int64)
+    if r.chunk_tokens is not None and len(r.chunk_tokens) == len(r.chunk_ns):
+        tokens = np.asarray(r.chunk_tokens, dtype=np.int64)
+        kept = chunks[tokens > 0]
+        reps = tokens[tokens > 0][1:]
+        if reps.sum() == n:
+            return np.repeat(kept[1:], reps)
+    ends = chunks[1:]
+    return ends[:n] if ends.size >= n else np.resize(ends, n)
+
+
+def _binned(values: np.ndarray, which: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """(p50, p99) of the values falling in each bin; NaN for an empty bin."""
+    p50, p99 = np.full(bins, np.nan), np.full(bins, np.nan)
+    if values.size:
+        order = np.argsort(which, kind="stable")
+        which, values = which[order], values[order]
+        cuts = np.searchsorted(which, np.arange(bins + 1))
+        for b in range(bins):
+            part = values[cuts[b]:cuts[b + 1]]
+            if part.size:
+                p50[b], p99[b] = np.percentile(part, [50, 99])
+    return p50, p99
+
+
 def bin_width_s(span_s: float) -> float:
     """1 s, unless the run is too short for MIN_BINS of them."""
     for width in BIN_CHOICES_S:

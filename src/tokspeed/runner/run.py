@@ -224,7 +224,7 @@ class Interrupt:
     still marks the run interrupted.
     """
 
-    __slots__ = ("asked", "_task")
+    __slots__ = ("_task", "asked")
 
     def __init__(self) -> None:
         self.asked = 0
@@ -548,7 +548,9 @@ def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark
             guarded.add(r)
             groups.add(r)
 
-    bench = build_benchmark(point.name, plan.describe(), records, point.cfg.slos, also=also)
+    bench = build_benchmark(point.name, plan.describe(), records, point.cfg.slos, also=also,
+                            percentiles=point.cfg.percentiles, cooldown=point.cfg.cooldown,
+                            planned_duration_s=point.cfg.duration_s)
     if groups is not None:
         groups.fill(bench)
     digest = guarded.digest
