@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from scipy import stats
 from harness import SimServer, load_json, pairs, records, run_cli
 
 MS = 1e6
@@ -43,8 +44,12 @@ def test_constant_rate_is_kept_at_send_and_at_the_server(start_sim: Callable[...
     assert lag_ms.min() >= 0  # nothing leaves before it is due
     assert np.median(lag_ms) < 2
     assert rate(scheduled) == pytest.approx(100, rel=1e-6)
-    assert rate(sent) == pytest.approx(100, rel=0.03)
-    assert rate([p.sim["received_ns"] for p in ps]) == pytest.approx(100, rel=0.03)
+    # the pace of the bulk, not of the two end points (one stall of the last send moved (n-1)/span by 3%):
+    # Theil-Sen's slope of sent and received against scheduled is 1 for a pacer that neither drifts nor
+    # bursts, whatever a few stalls do; a pacer 3% slow or fast is outside 1 ± 0.01
+    received = np.asarray([p.sim["received_ns"] for p in ps])
+    for times in (sent, received):
+        assert stats.theilslopes(times, scheduled).slope == pytest.approx(1, abs=0.01)
 
     sc = s["schedule"]
     assert sc["target_requests_per_s"] == 100 and sc["offered_requests_per_s"] == pytest.approx(100, rel=1e-6)
