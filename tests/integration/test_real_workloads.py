@@ -424,12 +424,24 @@ def test_trace_replay_keeps_offsets_and_lengths(
     want = np.asarray([r["timestamp_s"] for r in rows]) * 1e9
     assert np.abs((scheduled - scheduled[0]) - want).max() < 1_000  # to the microsecond
     lateness_ms = (np.asarray([r["sent_ns"] for r in recs]) - scheduled) / MS
-    # the client shares 2 loaded cores with vLLM's API server: tens of ms happen (measured up to ~95 ms);
-    # a client that waited for answers would fall behind by whole responses, and keep falling
-    assert lateness_ms.min() >= 0 and np.median(lateness_ms) < 30 and lateness_ms.max() < 500, lateness_ms
+    # Open loop: a request goes out on its schedule, not after the answers before it. How late it goes out
+    # is this machine's scheduling noise (the client shares 2 cores with vLLM and, under -n 2, with another
+    # test worker: medians of 5-49 ms seen), so it is judged against this run's own response times: a client
+    # that waited for answers falls behind by whole responses and keeps falling.
+    e2e_ms = (np.asarray([r["end_ns"] for r in recs]) - np.asarray([r["sent_ns"] for r in recs])) / MS
+    assert lateness_ms.min() >= 0 and np.median(lateness_ms) < 0.5 * np.median(e2e_ms), (lateness_ms, e2e_ms)
+    assert lateness_ms.max() < 2_000, lateness_ms
+    late_tail = lateness_ms[len(rows) // 2 :]
+    assert np.median(late_tail) < np.median(lateness_ms[: len(rows) // 2]) + 0.5 * np.median(e2e_ms), lateness_ms
     for i, j in pairwise(range(len(rows))):
         if rows[i]["timestamp_s"] == rows[j]["timestamp_s"]:  # simultaneous rows go out together
             assert recs[j]["sent_ns"] < recs[i]["end_ns"], (i, j)
+    # any request due before an earlier one's answer went out before that answer (beyond the noise above)
+    slack_ns = 2 * float(np.median(lateness_ms)) * MS
+    for i in range(len(recs)):
+        for j in range(i + 1, len(recs)):
+            if recs[j]["scheduled_ns"] + slack_ns + 50 * MS < recs[i]["end_ns"]:
+                assert recs[j]["sent_ns"] < recs[i]["end_ns"], (i, j, lateness_ms)
     bos = len(tokenizer.encode("", add_special_tokens=True))  # vLLM's completions prompt gets the BOS
     assert [r["input_tokens"] for r in recs] == [row["input_tokens"] + bos for row in rows]
     assert [r["output_tokens"] for r in recs] == [row["output_tokens"] for row in rows]

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from scipy import stats
 from harness import SimServer, load_json, pairs, records, run_cli
 
 MS = 1e6
@@ -43,8 +44,12 @@ def test_constant_rate_is_kept_at_send_and_at_the_server(start_sim: Callable[...
     assert lag_ms.min() >= 0  # nothing leaves before it is due
     assert np.median(lag_ms) < 2
     assert rate(scheduled) == pytest.approx(100, rel=1e-6)
-    assert rate(sent) == pytest.approx(100, rel=0.03)
-    assert rate([p.sim["received_ns"] for p in ps]) == pytest.approx(100, rel=0.03)
+    # the pace of the bulk, not of the two end points (one stall of the last send moved (n-1)/span by 3%):
+    # Theil-Sen's slope of sent and received against scheduled is 1 for a pacer that neither drifts nor
+    # bursts, whatever a few stalls do; a pacer 3% slow or fast is outside 1 ± 0.01
+    received = np.asarray([p.sim["received_ns"] for p in ps])
+    for times in (sent, received):
+        assert stats.theilslopes(times, scheduled).slope == pytest.approx(1, abs=0.01)
 
     sc = s["schedule"]
     assert sc["target_requests_per_s"] == 100 and sc["offered_requests_per_s"] == pytest.approx(100, rel=1e-6)
@@ -63,7 +68,21 @@ def test_queueing_in_the_client_shows_from_the_schedule(start_sim: Callable[...,
     sim = start_sim("--ttft-ms", "20", "--itl-ms", "0")
     s = run(sim, tmp_path / "r", "--rate", "100", "--arrival", "constant", "--max-concurrency", "1",
             "--requests", "30", "--max-tokens", "2", "--warmup", "0")  # fmt: skip
-    assert s["ttft_ms"]["p99"] < 100  # ~20 ms: the wait for the slot is not in it
+    # ~20 ms: the wait for the slot (up to ~300 ms) is not in it. Judged request by request: the client's
+    # TTFT beyond the simulator's own and the measured send lag is the first chunk's delivery, a few ms
+    # however late the request went out; a TTFT that held the wait would exceed it by the lateness (a fixed
+    # p99 < 100 ms read 100.07 under -n 2)
+    ps = pairs(tmp_path / "r", sim)
+    assert len(ps) == 30
+    beyond_ms = np.asarray([
+        (p.c("first_token_ns") - p.c("sent_ns")) - (p.sim["chunk_ns"][0] - p.sim["received_ns"])
+        - (p.sim["received_ns"] - p.c("sent_ns")) for p in ps
+    ]) / MS
+    late_ms = np.asarray([p.c("sent_ns") - p.c("scheduled_ns") for p in ps]) / MS
+    timers_ms = np.concatenate([p.sim_late_ns for p in ps]) / MS
+    assert np.median(beyond_ms) < 5 + np.median(timers_ms), (beyond_ms, timers_ms)
+    waited = late_ms > 100
+    assert waited.sum() >= 10 and (beyond_ms[waited] < late_ms[waited] / 2).all(), (beyond_ms, late_ms)
     assert s["lateness_ms"]["max"] > 100  # the 30th waited ~30 × (20 − 10) ms for its slot
     assert s["ttft_from_scheduled_ms"]["max"] > s["ttft_ms"]["max"] + 100
     assert s["schedule"]["offered_requests_per_s"] == pytest.approx(100, rel=1e-6)

@@ -56,9 +56,18 @@ def test_trace_replay_keeps_its_timing_and_lengths(start_sim: Callable[..., SimS
     want = np.asarray([r["timestamp"] for r in rows]) * MS / 2  # trace ms ÷ speed 2
     assert np.abs((scheduled - scheduled[0]) - want).max() < 1_000  # to the microsecond
     lag_ms = (np.asarray([p.c("sent_ns") for p in ps]) - scheduled) / MS
-    assert lag_ms.min() >= 0 and np.median(lag_ms) < 2 and np.percentile(lag_ms, 95) < 5 and lag_ms.max() < 50
+    # nothing early (a floor); how late is judged beside how late this machine fired the simulator's own
+    # timers in the same run (under -n 4 at load 12 the send median reached 11.4 ms, with the simulator's
+    # timers as late). The tail gets twice the simulator's p95: the client's process does more per request,
+    # so at load 7-9 its p95 ran to 1.3-2.4x the simulator's. A pacer that drifts or waits for answers is
+    # late by whole responses and fails this (a slow first build is test_executor's, in isolation)
+    timer_ms = np.concatenate([p.sim_late_ns for p in ps]) / MS
+    assert lag_ms.min() >= 0
+    assert np.median(lag_ms) < 2 + np.median(timer_ms), (lag_ms, timer_ms)
+    assert np.percentile(lag_ms, 90) < 5 + 2 * np.percentile(timer_ms, 95), (lag_ms, timer_ms)
+    assert lag_ms.max() < 50 + 2 * timer_ms.max(), (lag_ms, timer_ms)
     received_ms = (np.asarray([p.sim["received_ns"] for p in ps]) - scheduled) / MS
-    assert np.median(received_ms) < 5
+    assert np.median(received_ms) < 5 + np.median(timer_ms)
     assert [p.sim["prompt_tokens"] for p in ps] == [r["input_length"] for r in rows]
     assert [p.sim["completion_tokens"] for p in ps] == [r["output_length"] for r in rows]
 
