@@ -12,8 +12,8 @@ from pathlib import Path
 
 from harness import SimServer, run_cli
 
-from tokspeed.compare import RunData, compare_runs
-from tokspeed.comparison import CompareSettings
+from tokspeed.compare.evidence import RunData, compare_runs
+from tokspeed.compare.model import CompareSettings
 from tokspeed.results import build_benchmark, load_run
 
 SETTINGS = CompareSettings(resamples=1000)

@@ -18,7 +18,7 @@ from browser import load
 from harness import SimServer, load_json, records, run_cli
 
 from tokspeed.reports.summary_text import fmt
-from tokspeed.verdicts import orient
+from tokspeed.compare.verdicts import orient
 
 RUN = ("-c", "4", "-n", "60", "--max-tokens", "4", "-q")
 

@@ -16,7 +16,7 @@ from tokspeed.cli import main
 from tokspeed.config import RunConfig
 from tokspeed.diagnosis import rules
 from tokspeed.diagnosis.rules import diagnose, diagnose_point, diagnose_result, ordered
-from tokspeed.diagnosis.schema import Finding
+from tokspeed.results.findings import Finding
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec
 from tokspeed.reports.diagnosis_text import findings_json, render_findings, short_lines
 from tokspeed.results import ResultsWriter, load_run

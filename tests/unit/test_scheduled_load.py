@@ -27,7 +27,7 @@ from tokspeed.load.timeline import (
     unit_arrivals,
 )
 from tokspeed.load.trace import TraceWindow, load_replay, parse_window, select
-from tokspeed.metrics.groups import add_groups
+from tokspeed.results.groups import add_groups
 from tokspeed.records import RequestRecord, TokenSource
 from tokspeed.results import build_benchmark
 from tokspeed.workload.tokens import approx_token_count

@@ -10,7 +10,7 @@ import pytest
 
 from tokspeed.cli import main
 from tokspeed.config import RunConfig, config_from_sources
-from tokspeed.environment import capture_environment, package_versions
+from tokspeed.telemetry.environment import capture_environment, package_versions
 from tokspeed.errors import ConfigError
 from tokspeed.runner.run import target_headers
 

@@ -18,7 +18,7 @@ the measurement back, and no advice about the client would apply.
 
 from __future__ import annotations
 
-from tokspeed.diagnosis.schema import Finding, Severity
+from tokspeed.results.findings import Finding, Severity
 from tokspeed.diagnosis.scopes import Scope, telemetry_scopes
 from tokspeed.diagnosis.thresholds import Thresholds
 from tokspeed.results import Benchmark, RunResult

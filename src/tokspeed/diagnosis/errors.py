@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tokspeed.diagnosis.context import PointData, pct, share
-from tokspeed.diagnosis.schema import Finding, Severity
+from tokspeed.results.findings import Finding, Severity
 from tokspeed.diagnosis.thresholds import Thresholds
 from tokspeed.records import ErrorKind, RequestRecord
 

@@ -9,7 +9,7 @@ client kept ≥ `busy_concurrency` requests in flight.
 
 from __future__ import annotations
 
-from tokspeed.diagnosis.schema import Finding
+from tokspeed.results.findings import Finding
 from tokspeed.diagnosis.scopes import (
     Scope,
     in_flight_cap,

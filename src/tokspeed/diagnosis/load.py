@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from tokspeed.diagnosis.schema import Finding
+from tokspeed.results.findings import Finding
 from tokspeed.diagnosis.scopes import Scope, telemetry_scopes
 from tokspeed.diagnosis.thresholds import Thresholds
 from tokspeed.results import Benchmark, RunResult

@@ -33,7 +33,7 @@ from tokspeed.diagnosis.load import (
     throughput_knee,
     ttft_client_gap,
 )
-from tokspeed.diagnosis.schema import Finding
+from tokspeed.results.findings import Finding
 from tokspeed.diagnosis.tail import ttft_tail
 from tokspeed.diagnosis.stability import cold_start, too_few_samples, unstable
 from tokspeed.diagnosis.thresholds import DEFAULT, Thresholds

@@ -28,7 +28,7 @@ import statistics
 from typing import TYPE_CHECKING
 
 from tokspeed.diagnosis.context import PointData, pct
-from tokspeed.diagnosis.schema import Finding
+from tokspeed.results.findings import Finding
 from tokspeed.diagnosis.thresholds import Thresholds
 from tokspeed.metrics.fit import LinearFit
 from tokspeed.metrics.iterations import AcrossIterations

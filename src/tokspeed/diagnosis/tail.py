@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from tokspeed.diagnosis.context import PointData, pct
-from tokspeed.diagnosis.schema import Finding
+from tokspeed.results.findings import Finding
 from tokspeed.diagnosis.thresholds import Thresholds
 
 BIMODAL_ADVICE = (

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tokspeed.diagnosis.context import PointData, pct, share
-from tokspeed.diagnosis.schema import Finding
+from tokspeed.results.findings import Finding
 from tokspeed.diagnosis.thresholds import Thresholds
 from tokspeed.records import RequestRecord
 

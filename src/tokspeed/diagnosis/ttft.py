@@ -23,7 +23,7 @@ from collections import defaultdict
 from typing import Any
 
 from tokspeed.diagnosis.context import PointData
-from tokspeed.diagnosis.schema import Finding
+from tokspeed.results.findings import Finding
 from tokspeed.diagnosis.scopes import Scope, telemetry_scopes
 from tokspeed.diagnosis.thresholds import Thresholds
 from tokspeed.metrics.fit import LinearFit

@@ -14,15 +14,15 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tokspeed.comparison import (
+from tokspeed.compare.model import (
     BenchmarkComparison,
     Comparison,
     MetricComparison,
     RunComparison,
 )
-from tokspeed.gates import GateResult
+from tokspeed.compare.gates import GateResult
 from tokspeed.reports.summary_text import fmt
-from tokspeed.verdicts import format_p
+from tokspeed.compare.verdicts import format_p
 
 HEADERS = ("metric", "{base}", "{other}", "Δ", "ratio (95% CI)", "adj. p", "verdict")
 TEXT_COLUMNS = (0, 6)

@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from tokspeed.diagnosis.schema import Finding
+from tokspeed.results.findings import Finding
 from tokspeed.results import RunResult
 
 DIAGNOSIS_SCHEMA = "tokspeed.diagnosis/1"

@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from tokspeed.compare import RunData
-from tokspeed.comparison import Comparison
+from tokspeed.compare.evidence import RunData
+from tokspeed.compare.model import Comparison
 from tokspeed.metrics.samples import request_samples
 from tokspeed.metrics.stats import Distribution
 from tokspeed.records import RequestRecord
@@ -35,7 +35,7 @@ from tokspeed.reports.summary_text import (
 from tokspeed.reports.telemetry_text import telemetry_lines
 from tokspeed.reports.timeline import timeline
 from tokspeed.results import Benchmark, RunResult
-from tokspeed.run_records import records_by_benchmark
+from tokspeed.results.records import records_by_benchmark
 
 DISTRIBUTIONS = (("ttft", "TTFT", "requests"), ("itl", "ITL (per token)", "tokens"), ("tpot", "TPOT", "requests"), ("e2e", "E2E latency", "requests"))
 

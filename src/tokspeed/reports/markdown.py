@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tokspeed.diagnosis.schema import Finding
+from tokspeed.results.findings import Finding
 from tokspeed.metrics.stats import Distribution
 from tokspeed.reports.diagnosis_text import where
 from tokspeed.reports.headline import headlines

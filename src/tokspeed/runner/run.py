@@ -29,8 +29,8 @@ from tokspeed.backends.redact import Redactor
 from tokspeed.config import DURATION_GRACE_MIN_S, SAMPLE_OUTPUTS, RunConfig
 from tokspeed.diagnosis.digest import PointDigest
 from tokspeed.diagnosis.rules import diagnose_point, diagnose_result, ordered
-from tokspeed.diagnosis.schema import Finding
-from tokspeed.environment import capture_environment, server_facts
+from tokspeed.results.findings import Finding
+from tokspeed.telemetry.environment import capture_environment, server_facts
 from tokspeed.errors import ResultsError, TargetGone, TokspeedError
 from tokspeed.load.plan import LoadPlan
 from tokspeed.metrics.cold_start import add_cold_start
@@ -540,7 +540,7 @@ def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark
     also = guarded.add
     groups = None
     if plan.timeline is not None:  # per stage and per class summaries, in the same pass
-        from tokspeed.metrics.groups import GroupSummaries
+        from tokspeed.results.groups import GroupSummaries
 
         groups = GroupSummaries(plan.timeline, point.cfg)
 

@@ -1,4 +1,4 @@
-"""Regression tests from the review of the native-protocol, multi-turn and scheduled-load code.
+"""Edge cases of native protocols, multi-turn conversations and scheduled loads (stages, classes).
 
 Each test pins one bug that was found and fixed (see the assertions' comments for what was wrong).
 """

@@ -1,6 +1,6 @@
 """Compare saved runs against a baseline: values, deltas, ratios with uncertainty, verdicts.
 
-Pure: runs (result + records) in, a `Comparison` (see `tokspeed.comparison`) out.
+Pure: runs (result + records) in, a `Comparison` (see `tokspeed.compare.model`) out.
 For each pair of benchmarks (matched by position) and each compared metric
 (method in full: docs/compare.md):
 
@@ -16,7 +16,7 @@ For each pair of benchmarks (matched by position) and each compared metric
 * error rate: Fisher's exact test on errored / finished requests.
 
 The p-values of one benchmark's metrics are adjusted together (Benjamini–Hochberg);
-`tokspeed.verdicts` turns that evidence into a verdict and a sentence. Runs whose
+`tokspeed.compare.verdicts` turns that evidence into a verdict and a sentence. Runs whose
 workload, target or load differ are flagged in `differences`, never silently compared.
 """
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tokspeed.comparison import (
+from tokspeed.compare.model import (
     METRICS,
     BenchmarkComparison,
     CompareSettings,
@@ -38,7 +38,7 @@ from tokspeed.comparison import (
     RunComparison,
     RunRef,
 )
-from tokspeed.gates import Gate, GateResult, judge
+from tokspeed.compare.gates import Gate, GateResult, judge
 from tokspeed.metrics.samples import RequestSamples, request_samples
 from tokspeed.metrics.significance import (
     ClusteredSample,
@@ -51,8 +51,8 @@ from tokspeed.metrics.significance import (
 )
 from tokspeed.records import RequestRecord
 from tokspeed.results import Benchmark, IterationResult, RunResult
-from tokspeed.run_records import records_by_benchmark
-from tokspeed.verdicts import Evidence, Finding, sentence, verdict, word
+from tokspeed.results.records import records_by_benchmark
+from tokspeed.compare.verdicts import Evidence, Finding, sentence, verdict, word
 
 THROUGHPUT = ("output_tokens_per_s", "requests_per_s")
 # config keys that change what is measured; load keys matter only for their profile
