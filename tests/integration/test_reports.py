@@ -17,7 +17,7 @@ import orjson
 from browser import load
 from harness import SimServer, load_json, records, run_cli
 
-from tokspeed.reports.summary_text import fmt
+from tokspeed.reports.format import fmt
 from tokspeed.compare.verdicts import orient
 
 RUN = ("-c", "4", "-n", "60", "--max-tokens", "4", "-q")

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from tokspeed.cli.run_cmd import _headers, _json_object, _normalise_target, _profile
-from tokspeed.config import RunConfig, config_from_sources, parse_duration
+from tokspeed.config import RunConfig, config_from_sources
+from tokspeed.units import parse_duration
 from tokspeed.errors import ConfigError
 
 

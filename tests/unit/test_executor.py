@@ -10,7 +10,8 @@ import pytest
 from tokspeed.backends.base import TargetInfo
 from tokspeed.load.plan import LoadPlan
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status
-from tokspeed.runner.executor import Phase, run_phase
+from tokspeed.runner.executor import run_phase
+from tokspeed.runner.loops import Phase
 
 
 class FakeWorkload:

@@ -15,7 +15,7 @@ from tokspeed.runner.conversations import (
     run_conversations,
     shape_workload,
 )
-from tokspeed.runner.executor import Phase
+from tokspeed.runner.loops import Phase
 from tokspeed.workload.conversation import ConversationWorkload, parse_think_time
 from tokspeed.workload.source import load_workload
 

@@ -22,7 +22,8 @@ from tokspeed.config import RunConfig
 from tokspeed.errors import BackendLost, ConfigError, TargetError
 from tokspeed.load.plan import LoadPlan
 from tokspeed.records import RequestRecord, RequestSpec, Status
-from tokspeed.runner.executor import Phase, run_phase
+from tokspeed.runner.executor import run_phase
+from tokspeed.runner.loops import Phase
 
 FAKE_WORKER = (sys.executable, str(Path(__file__).parent / "fake_worker.py"))
 

@@ -59,12 +59,12 @@ from tokspeed.backends.exchange import (
 )
 from tokspeed.backends.http1 import Endpoint, Pool, request_head
 from tokspeed.backends.pooled import HTTPSettings, PooledHTTPBackend
-from tokspeed.backends.redact import redact_url
+from tokspeed.backends.credentials import redact_url
 from tokspeed.backends.sse import SSEDecoder
-from tokspeed.config import PROBE_TIMEOUT_S
 from tokspeed.errors import TargetError
 from tokspeed.records import Anomaly, ErrorKind, RequestRecord, RequestSpec, Status
 
+PROBE_TIMEOUT_S = 60.0  # the start-up probe (one 1-token request) and discovery, at most --timeout
 _PATHS = {"chat": "chat/completions", "completions": "completions", "embeddings": "embeddings"}
 
 

@@ -12,9 +12,9 @@ from typing import Sequence
 
 import typer
 
+from tokspeed.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE
 from tokspeed.errors import TokspeedError
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SLO, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 # typer re-exports click's exceptions (vendored in newer typer): find their common base
 _ClickError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 

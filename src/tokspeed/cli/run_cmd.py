@@ -19,10 +19,11 @@ from tokspeed.backends.engine_options import EngineOptions
 from tokspeed.cli import engine_flags as ef
 from tokspeed.cli.plans import Mode, Plan, float_value, int_value, sweep_request
 from tokspeed.cli.workers import check_workers, choose_workers
-from tokspeed.backends.redact import redact_url
-from tokspeed.config import Api, Arrival, RunConfig, config_from_sources, http_url_problem, parse_duration
+from tokspeed.backends.credentials import redact_url
+from tokspeed.config import Api, Arrival, RunConfig, config_from_sources, http_url_problem
+from tokspeed.units import parse_duration
 from tokspeed.errors import ConfigError
-from tokspeed.load.passes import check_offline
+from tokspeed.runner.passes import check_offline
 from tokspeed.load.setup import refuse_profile_flags
 
 HELP = """Benchmark a server, or with no --target a small model on this CPU (the embedded default).
@@ -257,13 +258,9 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
 def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwrite: bool = False, html: Path | None = None,
             engine: EngineOptions | None = None, plan: Plan | None = None, quality: bool = False) -> int:
     """Run a validated config with console output; returns the exit code."""
-    from tokspeed.backends.embedded.defaults import (
-        describe_plan,
-        embedded_defaults,
-        is_embedded_target,
-    )
+    from tokspeed.backends.embedded.defaults import is_embedded_target
     from tokspeed.backends.local_target import engine_kind
-    from tokspeed.load.passes import PROFILE_FIELDS, dataset_passes, describe_offline
+    from tokspeed.runner.passes import PROFILE_FIELDS, dataset_passes, describe_embedded, describe_offline, embedded_defaults
     from tokspeed.cli.exit_codes import exit_code_for
     from tokspeed.cli.fdlimit import ensure_fd_limit
     from tokspeed.cli.report_exports import prepare_run_html, write_run_html
@@ -292,7 +289,7 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
     console = Console(quiet=quiet, plain=plain)
     console.starting(cfg, out_dir)
     if embedded and not quiet:
-        console.out.print(f"Measuring the {describe_plan(cfg)}")
+        console.out.print(f"Measuring the {describe_embedded(cfg)}")
     if offline and not quiet:
         console.out.print(f"Measuring {describe_offline(cfg, vllm)}")
     choice = choose_workers(cfg)

@@ -13,7 +13,7 @@ import typer
 
 from tokspeed.cli.plans import CapacityPlan, Mode
 from tokspeed.cli.run_cmd import dispatch, run
-from tokspeed.config import parse_duration
+from tokspeed.units import parse_duration
 from tokspeed.errors import ConfigError
 from tokspeed.runner.sweep import ProbeSettings
 

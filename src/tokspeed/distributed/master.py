@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tokspeed.backends.redact import redact_url
+from tokspeed.backends.credentials import redact_url
 from tokspeed.distributed.merge import RecordMerger
 from tokspeed.distributed.options import LocustOptions
 from tokspeed.results import RunResult, RunStatus, now_iso

@@ -30,7 +30,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from tokspeed.config import parse_duration
+from tokspeed.units import parse_duration
 from tokspeed.errors import ConfigError
 from tokspeed.metrics.slo import SLO, parse_slo
 

@@ -7,9 +7,9 @@ written to quality.json / quality.jsonl (session.py); lm-eval scores can be atta
 """
 
 from tokspeed.quality.client import ProbeSettings, ProbeTarget
+from tokspeed.quality.checkers import Check
 from tokspeed.quality.probes import (
     BUILTIN,
-    Check,
     ProbeItem,
     ProbeSet,
     load_probes,

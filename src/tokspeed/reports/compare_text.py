@@ -21,7 +21,7 @@ from tokspeed.compare.model import (
     RunComparison,
 )
 from tokspeed.compare.gates import GateResult
-from tokspeed.reports.summary_text import fmt
+from tokspeed.reports.format import fmt
 from tokspeed.compare.verdicts import format_p
 
 HEADERS = ("metric", "{base}", "{other}", "Δ", "ratio (95% CI)", "adj. p", "verdict")

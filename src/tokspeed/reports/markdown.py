@@ -12,7 +12,8 @@ from tokspeed.results.findings import Finding
 from tokspeed.metrics.stats import Distribution
 from tokspeed.reports.diagnosis_text import where
 from tokspeed.reports.headline import headlines
-from tokspeed.reports.summary_text import ROWS, STATS, fmt, header_lines
+from tokspeed.reports.format import fmt
+from tokspeed.reports.summary_text import ROWS, STATS, header_lines
 from tokspeed.results import Benchmark, RunResult
 
 

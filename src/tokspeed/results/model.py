@@ -14,7 +14,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from tokspeed import __version__
+from tokspeed.version import __version__
 from tokspeed.metrics import AcrossIterations, Summary
 from tokspeed.metrics.fit import LinearFit
 from tokspeed.metrics.schema import Goodput

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tokspeed import __version__
+from tokspeed.version import __version__
 from tokspeed.sim.arrival import arrival_of
 from tokspeed.sim.log import LogEntry, SimStatus
 from tokspeed.sim.request import RequestError, SimRequest

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tokspeed import __version__
+from tokspeed.version import __version__
 from tokspeed.sim import inject
 from tokspeed.sim.arrival import arrival_of
 from tokspeed.sim.config import SimConfig

@@ -44,7 +44,7 @@ from tokspeed.backends.http1 import Endpoint, Pool, request_head
 from tokspeed.backends.native.ndjson import NDJSONDecoder
 from tokspeed.backends.native.protocol import NativeProtocol, NativeState
 from tokspeed.backends.pooled import HTTPSettings, PooledHTTPBackend
-from tokspeed.backends.redact import redact_url
+from tokspeed.backends.credentials import redact_url
 from tokspeed.backends.sse import SSEDecoder
 from tokspeed.errors import TargetError
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status
