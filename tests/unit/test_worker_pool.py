@@ -17,7 +17,7 @@ import pytest
 
 from tokspeed.backends.base import TargetInfo
 from tokspeed.backends.worker_pool import WorkerPoolBackend, least_loaded
-from tokspeed.cli.workers import STREAMS_PER_WORKER, check_workers, choose_workers, worker_settings
+from tokspeed.runner.workers import STREAMS_PER_WORKER, check_workers, choose_workers, worker_settings
 from tokspeed.config import RunConfig
 from tokspeed.errors import BackendLost, ConfigError, TargetError
 from tokspeed.load.plan import LoadPlan

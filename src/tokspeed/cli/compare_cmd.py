@@ -86,17 +86,12 @@ def _prepare(markdown: str | None, json_out: str | None, html: str | None, fail_
 
 def load_runs(paths: Sequence[Path]) -> list[RunData]:
     """Load each directory, labelled by its name (its path where names repeat)."""
-    from tokspeed.compare.evidence import RunData
+    from tokspeed.compare.evidence import RunData, run_labels
     from tokspeed.results import load_run
 
     labels = run_labels(paths)
     return [RunData(label, str(p), *load_run(p)) for label, p in zip(labels, paths)]
 
-
-def run_labels(paths: Sequence[Path]) -> list[str]:
-    names = [p.resolve().name or str(p) for p in paths]
-    labels = [n if names.count(n) == 1 else str(p) for n, p in zip(names, paths)]
-    return [lab if labels.count(lab) == 1 else f"{lab}#{i + 1}" for i, lab in enumerate(labels)]
 
 
 def _fraction(text: str) -> float:

@@ -18,7 +18,7 @@ import typer
 from tokspeed.backends.engine_options import EngineOptions
 from tokspeed.cli import engine_flags as ef
 from tokspeed.cli.plans import Mode, Plan, float_value, int_value, sweep_request
-from tokspeed.cli.workers import check_workers, choose_workers
+from tokspeed.runner.workers import check_workers, choose_workers
 from tokspeed.backends.credentials import redact_url
 from tokspeed.config import Api, Arrival, RunConfig, config_from_sources, http_url_problem
 from tokspeed.units import parse_duration
@@ -262,9 +262,9 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
     from tokspeed.backends.local_target import engine_kind
     from tokspeed.runner.passes import PROFILE_FIELDS, dataset_passes, describe_embedded, describe_offline, embedded_defaults
     from tokspeed.cli.exit_codes import exit_code_for
-    from tokspeed.cli.fdlimit import ensure_fd_limit
+    from tokspeed.runner.fdlimit import ensure_fd_limit
     from tokspeed.cli.report_exports import prepare_run_html, write_run_html
-    from tokspeed.cli.session import build_backend, build_workload
+    from tokspeed.runner.factory import build_backend, build_workload
     from tokspeed.reports.console import Console
     from tokspeed.runner.run import execute_points, single_point
 

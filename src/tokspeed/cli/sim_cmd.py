@@ -83,7 +83,7 @@ def sim(
 ) -> int:
     from pydantic import ValidationError
 
-    from tokspeed.cli.fdlimit import raise_fd_limit
+    from tokspeed.runner.fdlimit import raise_fd_limit
     from tokspeed.errors import ConfigError
     from tokspeed.sim import SimConfig, run_server
     from tokspeed.sim.faults import parse_fault

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -104,6 +105,12 @@ class _Side:
     bench: Benchmark
     samples: RequestSamples | None
     boot: dict[str, np.ndarray]  # family -> resamples × quantiles (in METRICS order)
+
+def run_labels(paths: Sequence[Path]) -> list[str]:
+    """A label per run: its directory's name; its path where names repeat; `#i` where paths repeat too."""
+    names = [p.resolve().name or str(p) for p in paths]
+    labels = [n if names.count(n) == 1 else str(p) for n, p in zip(names, paths)]
+    return [lab if labels.count(lab) == 1 else f"{lab}#{i + 1}" for i, lab in enumerate(labels)]
 
 
 def compare_runs(base: RunData, others: Sequence[RunData], settings: CompareSettings | None = None) -> Comparison:
