@@ -7,7 +7,6 @@ It is saved in `run.json` with secrets removed (`redacted_dump`).
 from __future__ import annotations
 
 import math
-
 import re
 from enum import Enum
 from pathlib import Path

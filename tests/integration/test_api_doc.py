@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from harness import SimServer
 
 ROOT = Path(__file__).parents[2]

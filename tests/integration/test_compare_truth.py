@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness import SimServer, run_cli
-
 from tokspeed.compare.evidence import RunData, compare_runs
 from tokspeed.compare.model import CompareSettings
 from tokspeed.results import build_benchmark, load_run

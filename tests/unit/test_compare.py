@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from tokspeed.compare.evidence import RunData, compare_runs, differences, judge_gates
-from tokspeed.compare.model import METRICS, CompareSettings
-from tokspeed.errors import ConfigError
 from tokspeed.compare.gates import parse_gate
+from tokspeed.compare.model import METRICS, CompareSettings
+from tokspeed.compare.verdicts import orient
+from tokspeed.errors import ConfigError
 from tokspeed.metrics.schema import Summary
 from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
 from tokspeed.results import RunResult, build_benchmark
-from tokspeed.compare.verdicts import orient
 
 MS = 1_000_000
 KNOWN = list(Summary().flat())

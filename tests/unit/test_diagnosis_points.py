@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from diagnosis_builders import failed, many, point, rec
-
 from tokspeed.diagnosis.causes import advice_for, normalise
 from tokspeed.diagnosis.errors import errors
 from tokspeed.diagnosis.stability import cold_start

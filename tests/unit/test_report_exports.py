@@ -137,8 +137,8 @@ def test_html_is_self_contained_and_holds_the_headlines(saved: tuple[RunResult, 
 def test_html_shows_the_diagnosis_and_each_points_telemetry(saved: tuple[RunResult, list[RequestRecord]]) -> None:
     pytest.importorskip("plotly")
     pytest.importorskip("jinja2")
-    from tokspeed.results.findings import Finding
     from tokspeed.reports.html import run_html
+    from tokspeed.results.findings import Finding
     from tokspeed.telemetry.schema import ClientSummary, SeriesStats, ServerSummary, TelemetrySummary
 
     result, records = saved

@@ -22,10 +22,10 @@ from tokspeed.load.timeline import (
     unit_arrivals,
 )
 from tokspeed.load.trace import TraceWindow, load_replay, parse_window, select
-from tokspeed.results.groups import add_groups
-from tokspeed.runner.scheduled import scheduled_plan, timeline_from_config
 from tokspeed.records import RequestRecord, TokenSource
 from tokspeed.results import build_benchmark
+from tokspeed.results.groups import add_groups
+from tokspeed.runner.scheduled import scheduled_plan, timeline_from_config
 from tokspeed.workload.tokens import approx_token_count
 from tokspeed.workload.trace_formats import azure_time_s, read_trace
 from tokspeed.workload.trace_source import BLOCK_TOKENS, trace_workload

@@ -113,13 +113,13 @@ def secret_values(url: str, api_key: str | None, headers: Mapping[str, str]) -> 
     try:
         parts = urlsplit(url)
         password, username = parts.password, parts.username
-        credential = basic_credential(url)
+        basic = basic_credential(url)
     except ValueError:
         return values
     if password:
         values += [password, unquote(password)]
     elif username:  # a token given as the user name
         values += [username, unquote(username)]
-    if credential:
-        values.append(credential)
+    if basic:
+        values.append(basic)
     return values

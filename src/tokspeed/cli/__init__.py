@@ -8,7 +8,7 @@ results dir), 2 usage or configuration error, 3 an SLO was breached (or a
 from __future__ import annotations
 
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import typer
 
@@ -29,9 +29,18 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from tokspeed.cli import compare_cmd, cost_cmd, diagnose_cmd, estimate_cmd, report_cmd, run_cmd, sim_cmd, sweep_cmd
-    from tokspeed.cli import conformance_cmd
-    from tokspeed.cli import monitor_cmd
+    from tokspeed.cli import (
+        compare_cmd,
+        conformance_cmd,
+        cost_cmd,
+        diagnose_cmd,
+        estimate_cmd,
+        monitor_cmd,
+        report_cmd,
+        run_cmd,
+        sim_cmd,
+        sweep_cmd,
+    )
 
     app.command("run", help=run_cmd.HELP, no_args_is_help=False)(run_cmd.run)
     app.command("sweep", help=sweep_cmd.SWEEP_HELP)(sweep_cmd.sweep)

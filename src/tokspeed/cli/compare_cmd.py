@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from tokspeed.cli.outputs import Output
     from tokspeed.cli.report_exports import ReportPlan
     from tokspeed.compare.evidence import RunData
-    from tokspeed.compare.model import Comparison
     from tokspeed.compare.gates import GateResult
+    from tokspeed.compare.model import Comparison
 
 HELP = """Compare saved runs with a baseline: ratios with 95% intervals, significance, verdicts, gates.
 
@@ -73,8 +73,8 @@ def _prepare(markdown: str | None, json_out: str | None, html: str | None, fail_
     """Check every destination and gate before any run is loaded."""
     from tokspeed.cli.outputs import prepare_outputs
     from tokspeed.cli.report_exports import ReportPlan, known_metrics
-    from tokspeed.compare.model import METRICS
     from tokspeed.compare.gates import parse_gate
+    from tokspeed.compare.model import METRICS
 
     outputs = prepare_outputs({"--markdown": markdown, "--json": json_out, "--html": html})
     if "--html" in outputs:

@@ -15,16 +15,16 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 import typer
 
+from tokspeed.backends.credentials import redact_url
 from tokspeed.backends.engine_options import EngineOptions
 from tokspeed.cli import engine_flags as ef
 from tokspeed.cli.plans import Mode, Plan, float_value, int_value, sweep_request
-from tokspeed.runner.workers import check_workers, choose_workers
-from tokspeed.backends.credentials import redact_url
 from tokspeed.config import Api, Arrival, RunConfig, config_from_sources, http_url_problem
-from tokspeed.units import parse_duration
 from tokspeed.errors import ConfigError
-from tokspeed.runner.passes import check_offline
 from tokspeed.load.setup import refuse_profile_flags
+from tokspeed.runner.passes import check_offline
+from tokspeed.runner.workers import check_workers, choose_workers
+from tokspeed.units import parse_duration
 
 HELP = """Benchmark a server, or with no --target a small model on this CPU (the embedded default).
 
@@ -240,7 +240,7 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
     cfg = cfg.model_copy(update={"engine": engine.as_mapping()})
     if input_tokens and dataset is None and cfg.dataset == "builtin":
         cfg = cfg.model_copy(update={"dataset": "synthetic"})
-    targets = [_normalise_target(t) for t in target] if target else [None]
+    targets: list[str | None] = [_normalise_target(t) for t in target] if target else [None]
     plan = mode.plan(sweep, targets, cfg)
     check_offline(cfg, cfg.model_fields_set)
     if cfg.offline and plan is not None:
@@ -260,12 +260,18 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
     """Run a validated config with console output; returns the exit code."""
     from tokspeed.backends.embedded.defaults import is_embedded_target
     from tokspeed.backends.local_target import engine_kind
-    from tokspeed.runner.passes import PROFILE_FIELDS, dataset_passes, describe_embedded, describe_offline, embedded_defaults
     from tokspeed.cli.exit_codes import exit_code_for
-    from tokspeed.runner.fdlimit import ensure_fd_limit
     from tokspeed.cli.report_exports import prepare_run_html, write_run_html
-    from tokspeed.runner.factory import build_backend, build_workload
     from tokspeed.reports.console import Console
+    from tokspeed.runner.factory import build_backend, build_workload
+    from tokspeed.runner.fdlimit import ensure_fd_limit
+    from tokspeed.runner.passes import (
+        PROFILE_FIELDS,
+        dataset_passes,
+        describe_embedded,
+        describe_offline,
+        embedded_defaults,
+    )
     from tokspeed.runner.run import execute_points, single_point
 
     given = cfg.model_fields_set  # what the user set, before any target's defaults

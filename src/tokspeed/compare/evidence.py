@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tokspeed.compare.gates import Gate, GateResult, judge
 from tokspeed.compare.model import (
     METRICS,
     BenchmarkComparison,
@@ -39,7 +40,7 @@ from tokspeed.compare.model import (
     RunComparison,
     RunRef,
 )
-from tokspeed.compare.gates import Gate, GateResult, judge
+from tokspeed.compare.verdicts import Evidence, Finding, sentence, verdict, word
 from tokspeed.metrics.samples import RequestSamples, request_samples
 from tokspeed.metrics.significance import (
     ClusteredSample,
@@ -53,7 +54,6 @@ from tokspeed.metrics.significance import (
 from tokspeed.records import RequestRecord
 from tokspeed.results import Benchmark, IterationResult, RunResult
 from tokspeed.results.records import records_by_benchmark
-from tokspeed.compare.verdicts import Evidence, Finding, sentence, verdict, word
 
 THROUGHPUT = ("output_tokens_per_s", "requests_per_s")
 # config keys that change what is measured; load keys matter only for their profile

@@ -23,8 +23,8 @@ import re
 from tokspeed.diagnosis.causes import OTHER_ADVICE, STATUS_ADVICE, Cause
 from tokspeed.diagnosis.context import PointData, pct, share
 from tokspeed.diagnosis.digest import CauseTally, PointDigest
-from tokspeed.results.findings import Finding, Severity
 from tokspeed.diagnosis.thresholds import Thresholds
+from tokspeed.results.findings import Finding, Severity
 
 _HTTP_PREFIX = re.compile(r"^HTTP \d+: ")
 

@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from tokspeed.diagnosis.context import PointData, pct, share
-from tokspeed.results.findings import Finding
 from tokspeed.diagnosis.thresholds import Thresholds
+from tokspeed.results.findings import Finding
 
 FIXED_LENGTH = (
     "for fixed output lengths pass --extra-body '{\"ignore_eos\": true}' (vLLM, SGLang, TensorRT-LLM, "

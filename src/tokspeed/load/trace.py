@@ -21,8 +21,8 @@ import numpy as np
 
 from tokspeed.errors import ConfigError, WorkloadError
 from tokspeed.load.timeline import NS, Timeline
-from tokspeed.workload.trace_formats import TraceFile, TraceRow, read_trace
 from tokspeed.units import parse_duration
+from tokspeed.workload.trace_formats import TraceFile, TraceRow, read_trace
 
 WINDOW_HINT = "use START:END in trace time, e.g. 60s:180s, 0:5m, 120s: (to the end)"
 

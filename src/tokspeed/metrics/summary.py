@@ -46,6 +46,7 @@ from tokspeed.metrics.goodput import (
     judge_counts,
     met_counts,
 )
+from tokspeed.metrics.samples import itl_count
 from tokspeed.metrics.schedule import schedule_of
 from tokspeed.metrics.schema import (
     RequestCounts,
@@ -54,12 +55,11 @@ from tokspeed.metrics.schema import (
     Throughput,
     TokenTotals,
 )
-from tokspeed.metrics.samples import itl_count
 from tokspeed.metrics.server_timing import ServerTimingAccumulator
 from tokspeed.metrics.sketch import BoundedSample
+from tokspeed.metrics.slo import SLO
 from tokspeed.metrics.stats import CI_QUANTILES, Distribution, QuantileCI
 from tokspeed.metrics.sustained import Sustained, SustainedWindow
-from tokspeed.metrics.slo import SLO
 from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
 
 NS_PER_MS = 1_000_000

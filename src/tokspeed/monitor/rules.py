@@ -30,9 +30,9 @@ import math
 import re
 from dataclasses import dataclass
 
-from tokspeed.units import parse_duration
 from tokspeed.errors import ConfigError
 from tokspeed.metrics.slo import SLO, parse_slo
+from tokspeed.units import parse_duration
 
 WINDOW_METRICS = ("ttft", "itl", "tpot", "e2e", "decode")  # per-request metrics kept in the window
 ALERT_STATS = ("p50", "p90", "p95", "p99", "p999", "min", "max", "mean")

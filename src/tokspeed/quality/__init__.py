@@ -6,8 +6,8 @@ Wilson intervals and compared pairwise with McNemar's exact test (score.py, stat
 written to quality.json / quality.jsonl (session.py); lm-eval scores can be attached (lm_eval.py).
 """
 
-from tokspeed.quality.client import ProbeSettings, ProbeTarget
 from tokspeed.quality.checkers import Check
+from tokspeed.quality.client import ProbeSettings, ProbeTarget
 from tokspeed.quality.probes import (
     BUILTIN,
     ProbeItem,

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import orjson
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 LETTERS = "ABCDEFGHIJ"

@@ -14,15 +14,15 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from tokspeed.compare.gates import GateResult
 from tokspeed.compare.model import (
     BenchmarkComparison,
     Comparison,
     MetricComparison,
     RunComparison,
 )
-from tokspeed.compare.gates import GateResult
-from tokspeed.reports.format import fmt
 from tokspeed.compare.verdicts import format_p
+from tokspeed.reports.format import fmt
 
 HEADERS = ("metric", "{base}", "{other}", "Δ", "ratio (95% CI)", "adj. p", "verdict")
 TEXT_COLUMNS = (0, 6)

@@ -32,7 +32,14 @@ from tokspeed.results.model import (
     run_json_schema,
     write_schema_file,
 )
-from tokspeed.results.reader import StoredRecords, iter_records, load_run, load_run_file, missing_benchmarks, read_records
+from tokspeed.results.reader import (
+    StoredRecords,
+    iter_records,
+    load_run,
+    load_run_file,
+    missing_benchmarks,
+    read_records,
+)
 from tokspeed.results.writer import ResultsWriter
 
 __all__ = [

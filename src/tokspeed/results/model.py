@@ -14,7 +14,6 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from tokspeed.version import __version__
 from tokspeed.metrics import AcrossIterations, Summary
 from tokspeed.metrics.fit import LinearFit
 from tokspeed.metrics.schema import Goodput
@@ -22,6 +21,7 @@ from tokspeed.metrics.token_audit import TokenAudit
 from tokspeed.quality.schema import QualityResult
 from tokspeed.results.findings import Finding
 from tokspeed.telemetry.schema import TelemetrySummary
+from tokspeed.version import __version__
 
 SCHEMA = "tokspeed.run/1"
 # The metric definitions (docs/numbers.md, docs/metric-spec.md). Bumped whenever a formula changes, so

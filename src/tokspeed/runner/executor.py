@@ -30,7 +30,6 @@ import numpy as np
 
 from tokspeed.backends.base import Backend
 from tokspeed.load.plan import NS, LoadPlan
-from tokspeed.runner.pacing import sleep_until
 from tokspeed.runner.loops import (
     OnRecord,
     Phase,
@@ -43,6 +42,7 @@ from tokspeed.runner.loops import (
     new_record,
     send_one,
 )
+from tokspeed.runner.pacing import sleep_until
 from tokspeed.runner.staged import staged_closed_loop
 
 

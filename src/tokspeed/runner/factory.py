@@ -13,9 +13,9 @@ from tokspeed.backends.base import Backend
 from tokspeed.backends.engine_options import EngineOptions
 from tokspeed.backends.native import NativeHTTPBackend, native_protocol, workload_api
 from tokspeed.backends.openai_http import OpenAIHTTPBackend
-from tokspeed.runner.workers import WORKER_COMMAND, WorkerChoice, choose_workers, worker_settings
 from tokspeed.config import SAMPLE_OUTPUTS, Api, RunConfig
 from tokspeed.errors import ConfigError
+from tokspeed.runner.workers import WORKER_COMMAND, WorkerChoice, choose_workers, worker_settings
 from tokspeed.workload import load_workload
 from tokspeed.workload.images import SpecWorkload, with_images
 from tokspeed.workload.tokens import load_counter

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from time import perf_counter_ns
-from typing import Callable, Iterator, Protocol
-
+from typing import Protocol
 
 from tokspeed.backends.base import Backend
 from tokspeed.errors import BackendLost
@@ -123,7 +123,7 @@ async def closed_loop(
     await gather_or_cancel(tasks)
 
 
-async def gather_or_cancel(tasks: list[asyncio.Future[None]]) -> None:
+async def gather_or_cancel(tasks: Sequence[asyncio.Future[None]]) -> None:
     try:
         await asyncio.gather(*tasks)
     except BaseException:
@@ -131,7 +131,7 @@ async def gather_or_cancel(tasks: list[asyncio.Future[None]]) -> None:
         raise
 
 
-async def cancel_all(tasks: list[asyncio.Future[None]]) -> None:
+async def cancel_all(tasks: Sequence[asyncio.Future[None]]) -> None:
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -29,8 +29,6 @@ from tokspeed.backends.redact import Redactor, secret_values
 from tokspeed.config import DURATION_GRACE_MIN_S, SAMPLE_OUTPUTS, RunConfig
 from tokspeed.diagnosis.digest import PointDigest
 from tokspeed.diagnosis.rules import diagnose_point, diagnose_result, ordered
-from tokspeed.results.findings import Finding
-from tokspeed.telemetry.environment import capture_environment, server_facts
 from tokspeed.errors import ResultsError, TargetGone, TokspeedError
 from tokspeed.load.plan import LoadPlan
 from tokspeed.metrics.cold_start import add_cold_start
@@ -46,10 +44,12 @@ from tokspeed.results import (
     now_iso,
     read_records,
 )
+from tokspeed.results.findings import Finding
 from tokspeed.runner.checks import measurement_warnings
 from tokspeed.runner.conversations import phase_runner
-from tokspeed.runner.loops import Phase, SpecSource
 from tokspeed.runner.guard import ErrorRateGuard, RunStopped, TargetWatch, run_guarded
+from tokspeed.runner.loops import Phase, SpecSource
+from tokspeed.telemetry.environment import capture_environment, server_facts
 from tokspeed.telemetry.schema import TelemetrySummary
 from tokspeed.telemetry.session import Telemetry, TelemetryOptions
 from tokspeed.telemetry.summary import Mark, Work
