@@ -115,13 +115,6 @@ def _table(c: Comparison, run: RunComparison, b: BenchmarkComparison) -> Table:
     return table
 
 
-def render_gates(results: Sequence[GateResult]) -> RenderableType:
-    lines = [_gate_line(r) for r in results]
-    failed = sum(r.breached for r in results)
-    summary = f"Gates: {failed} of {len(results)} failed" if failed else f"Gates: all {len(results)} passed"
-    return Group(*(Text(line, style="red" if line.startswith("FAIL") else "green") for line in lines), Text(summary, style="bold red" if failed else "bold green"))
-
-
 def gate_lines(results: Sequence[GateResult]) -> list[str]:
     return [_gate_line(r) for r in results]
 
