@@ -27,8 +27,8 @@ from typing import Any
 from tokspeed.backends.base import Backend
 from tokspeed.backends.embedded.defaults import is_embedded_target
 from tokspeed.backends.local_target import engine_kind
+from tokspeed.compare.comparison import CompareSettings, Comparison
 from tokspeed.compare.evidence import RunData, compare_runs, run_labels
-from tokspeed.compare.model import CompareSettings, Comparison
 from tokspeed.config import RunConfig, config_from_sources
 from tokspeed.errors import BackendLost, ConfigError, ResultsError, TargetError, TokspeedError, WorkloadError
 from tokspeed.estimate.hardware import load_gpu
@@ -39,7 +39,7 @@ from tokspeed.metrics.schema import Summary
 from tokspeed.records import RequestRecord
 from tokspeed.results import Benchmark, RunResult, read_records
 from tokspeed.results import load_run as _load_run
-from tokspeed.results.model import REQUESTS_FILE
+from tokspeed.results.run_json import REQUESTS_FILE
 from tokspeed.runner.factory import build_backend, build_workload
 from tokspeed.runner.fdlimit import ensure_fd_limit
 from tokspeed.runner.passes import PROFILE_FIELDS, dataset_passes, embedded_defaults

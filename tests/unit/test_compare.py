@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tokspeed.compare.comparison import METRICS, CompareSettings
 from tokspeed.compare.evidence import RunData, compare_runs, differences, judge_gates
 from tokspeed.compare.gates import parse_gate
-from tokspeed.compare.model import METRICS, CompareSettings
 from tokspeed.compare.verdicts import orient
 from tokspeed.errors import ConfigError
 from tokspeed.metrics.schema import Summary

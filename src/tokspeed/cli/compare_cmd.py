@@ -14,9 +14,9 @@ from tokspeed.errors import ConfigError
 if TYPE_CHECKING:
     from tokspeed.cli.outputs import Output
     from tokspeed.cli.report_exports import ReportPlan
+    from tokspeed.compare.comparison import Comparison
     from tokspeed.compare.evidence import RunData
     from tokspeed.compare.gates import GateResult
-    from tokspeed.compare.model import Comparison
 
 HELP = """Compare saved runs with a baseline: ratios with 95% intervals, significance, verdicts, gates.
 
@@ -52,8 +52,8 @@ def compare(
     resamples: Annotated[int, typer.Option("--resamples", help="Bootstrap resamples per run and metric (the smallest p-value is 2/(N + 1)).", min=500)] = 2000,
 ) -> int:
     from tokspeed.cli.report_exports import EXIT_GATE, EXIT_OK, print_gates
+    from tokspeed.compare.comparison import CompareSettings
     from tokspeed.compare.evidence import compare_runs, judge_gates
-    from tokspeed.compare.model import CompareSettings
 
     plan = _prepare(markdown, json_out, html, fail_if or ())
     settings = CompareSettings(seed=seed, resamples=resamples, min_effect=_fraction(min_effect), single_run_noise_ms=noise_ms)
@@ -73,8 +73,8 @@ def _prepare(markdown: str | None, json_out: str | None, html: str | None, fail_
     """Check every destination and gate before any run is loaded."""
     from tokspeed.cli.outputs import prepare_outputs
     from tokspeed.cli.report_exports import ReportPlan, known_metrics
+    from tokspeed.compare.comparison import METRICS
     from tokspeed.compare.gates import parse_gate
-    from tokspeed.compare.model import METRICS
 
     outputs = prepare_outputs({"--markdown": markdown, "--json": json_out, "--html": html})
     if "--html" in outputs:

@@ -1,6 +1,6 @@
 """Compare saved runs against a baseline: values, deltas, ratios with uncertainty, verdicts.
 
-Pure: runs (result + records) in, a `Comparison` (see `tokspeed.compare.model`) out.
+Pure: runs (result + records) in, a `Comparison` (see `tokspeed.compare.comparison`) out.
 For each pair of benchmarks (matched by position) and each compared metric
 (method in full: docs/compare.md):
 
@@ -29,8 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tokspeed.compare.gates import Gate, GateResult, judge
-from tokspeed.compare.model import (
+from tokspeed.compare.comparison import (
     METRICS,
     BenchmarkComparison,
     CompareSettings,
@@ -40,6 +39,7 @@ from tokspeed.compare.model import (
     RunComparison,
     RunRef,
 )
+from tokspeed.compare.gates import Gate, GateResult, judge
 from tokspeed.compare.verdicts import Evidence, Finding, sentence, verdict, word
 from tokspeed.metrics.samples import RequestSamples, request_samples
 from tokspeed.metrics.significance import (

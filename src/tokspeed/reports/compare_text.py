@@ -14,13 +14,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tokspeed.compare.gates import GateResult
-from tokspeed.compare.model import (
+from tokspeed.compare.comparison import (
     BenchmarkComparison,
     Comparison,
     MetricComparison,
     RunComparison,
 )
+from tokspeed.compare.gates import GateResult
 from tokspeed.compare.verdicts import format_p
 from tokspeed.reports.format import fmt
 

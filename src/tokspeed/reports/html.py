@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tokspeed.compare.model import Comparison
+from tokspeed.compare.comparison import Comparison
 from tokspeed.errors import ConfigError
 from tokspeed.records import RequestRecord
 from tokspeed.results import RunResult

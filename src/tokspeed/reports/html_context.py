@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
+from tokspeed.compare.comparison import Comparison
 from tokspeed.compare.evidence import RunData
-from tokspeed.compare.model import Comparison
 from tokspeed.metrics.samples import request_samples
 from tokspeed.metrics.stats import Distribution
 from tokspeed.records import RequestRecord

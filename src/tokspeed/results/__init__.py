@@ -1,6 +1,6 @@
 """The results layer: the versioned results directory, `run.json` (schema tokspeed.run/1) and `requests.jsonl`.
 
-* `model` — the run.json models and the JSON Schema shipped in the package;
+* `run_json` — the run.json models and the JSON Schema shipped in the package;
 * `findings` — a diagnosis finding, as run.json stores it;
 * `benchmark`, `groups` — one load point's records summarised into a `Benchmark`
   (pooled, per iteration, across iterations; per stage and per workload class);
@@ -13,7 +13,15 @@ every analysis can be re-run offline from a results directory.
 """
 
 from tokspeed.results.benchmark import PARTIAL_SHARE, build_benchmark, mark_partial
-from tokspeed.results.model import (
+from tokspeed.results.reader import (
+    StoredRecords,
+    iter_records,
+    load_run,
+    load_run_file,
+    missing_benchmarks,
+    read_records,
+)
+from tokspeed.results.run_json import (
     METRIC_SPEC,
     REQUESTS_FILE,
     RUN_FILE,
@@ -31,14 +39,6 @@ from tokspeed.results.model import (
     now_iso,
     run_json_schema,
     write_schema_file,
-)
-from tokspeed.results.reader import (
-    StoredRecords,
-    iter_records,
-    load_run,
-    load_run_file,
-    missing_benchmarks,
-    read_records,
 )
 from tokspeed.results.writer import ResultsWriter
 

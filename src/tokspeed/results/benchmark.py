@@ -10,7 +10,7 @@ from tokspeed.metrics.slo import SLO
 from tokspeed.metrics.steady_state import TimedSpan, with_steady_state
 from tokspeed.metrics.summary import SummaryBuilder, summarize_by_iteration
 from tokspeed.records import RequestRecord
-from tokspeed.results.model import Benchmark, IterationResult
+from tokspeed.results.run_json import Benchmark, IterationResult
 
 
 def build_benchmark(

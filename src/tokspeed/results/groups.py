@@ -26,7 +26,7 @@ from tokspeed.metrics.schema import Goodput
 from tokspeed.metrics.slo import parse_slo
 from tokspeed.metrics.summary import SummaryBuilder
 from tokspeed.records import RequestRecord
-from tokspeed.results.model import Benchmark, GroupResult
+from tokspeed.results.run_json import Benchmark, GroupResult
 
 if TYPE_CHECKING:
     from tokspeed.config import RunConfig

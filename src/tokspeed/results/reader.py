@@ -19,7 +19,7 @@ from tokspeed.errors import ResultsError
 from tokspeed.metrics.slo import SLO, parse_slo
 from tokspeed.records import RequestRecord
 from tokspeed.results.benchmark import build_benchmark
-from tokspeed.results.model import REQUESTS_FILE, RUN_FILE, SCHEMA, Benchmark, RunResult
+from tokspeed.results.run_json import REQUESTS_FILE, RUN_FILE, SCHEMA, Benchmark, RunResult
 
 
 def read_records(

@@ -20,7 +20,7 @@ import orjson
 
 from tokspeed.errors import ConfigError, ResultsError
 from tokspeed.records import RequestRecord
-from tokspeed.results.model import REQUESTS_FILE, RUN_FILE, RunResult
+from tokspeed.results.run_json import REQUESTS_FILE, RUN_FILE, RunResult
 
 
 class ResultsWriter:
