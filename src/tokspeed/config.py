@@ -23,10 +23,12 @@ from pydantic import (
     model_validator,
 )
 
+from tokspeed.backends.credentials import SECRET_HEADERS
 from tokspeed.errors import ConfigError
 from tokspeed.load.classes import ClassConfig
 from tokspeed.load.stages import StageConfig, stages_value
 from tokspeed.metrics.slo import FROM_SCHEDULE, SLO, parse_slo
+from tokspeed.units import parse_duration
 
 DEFAULT_REQUESTS = 100
 DEFAULT_OUTPUT_TOKENS = "256"
@@ -34,10 +36,6 @@ DEFAULT_TIMEOUT_S = 600.0
 # at the end of --duration, requests still in flight get this long again as the duration (at least
 # DURATION_GRACE_MIN_S, at most --timeout) to finish; then they are cut off and recorded as incomplete
 DURATION_GRACE_MIN_S = 10.0
-PROBE_TIMEOUT_S = 60.0  # the start-up probe (one 1-token request) and discovery, at most --timeout
-RETRY_STATUSES = (429, 503)  # --retries repeats only these: the server asked the client to come back
-RETRY_AFTER_CAP_S = 30.0  # the longest Retry-After honoured (and the backoff's ceiling)
-RETRY_BACKOFF_S = 0.5  # without Retry-After: wait 0.5 s, 1 s, 2 s, ... between attempts
 MAX_ERROR_RATE_MIN_REQUESTS = 20  # --max-error-rate is judged once this many measured requests finished
 MAX_CLIENT_WORKERS = 256  # --workers N: at most this many client processes
 MAX_COUNT = 1_000_000_000  # --requests, --warmup, --iterations: more is a typo (and past what JSON tools read exactly)
@@ -45,7 +43,6 @@ MAX_SEED = 2**63 - 1  # numpy seeds and run.json (a 64-bit integer)
 REFUSED_HEADERS = ("content-length", "transfer-encoding", "host")  # tokspeed frames each request itself
 SAMPLE_OUTPUTS = 3  # records that keep their full output text (for the console sample)
 DEFAULT_TELEMETRY_INTERVAL_S = 0.25  # GPU, client and server samples, 4 per second
-SECRET_HEADERS = ("authorization", "api-key", "x-api-key", "proxy-authorization", "cookie")
 
 
 class Api(str, Enum):
@@ -65,22 +62,6 @@ class Arrival(str, Enum):
     CONSTANT = "constant"
     POISSON = "poisson"
     GAMMA = "gamma"
-
-
-_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def parse_duration(text: str | float) -> float:
-    """`30s`, `5m`, `1.5h`, `250ms` or a bare number of seconds -> seconds."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return float(text)
-    if not isinstance(text, str):
-        raise ConfigError(f"cannot parse duration {text!r}", hint="use e.g. 30s, 5m, 1h or 250ms")
-    m = _DURATION_RE.match(text)
-    if not m:
-        raise ConfigError(f"cannot parse duration {text!r}", hint="use e.g. 30s, 5m, 1h or 250ms")
-    return float(m.group(1)) * _UNIT_S[m.group(2)]
 
 
 def parse_workers(value: Any) -> int | Literal["auto"]:

@@ -213,7 +213,7 @@ class RequestRecord:
             first_token_ns=mono(d.get("first_token_ns")),
             first_content_ns=mono(d.get("first_content_ns")),
             end_ns=mono(d.get("end_ns")),
-            chunk_ns=(_compact_times if compact else _chunk_times)(sent, d.get("chunk_offsets_ns") or ()),
+            chunk_ns=(_compact_times if compact else _chunk_times)(sent, d.get("chunk_offsets_ns") or []),
             chunk_tokens=d.get("chunk_tokens"),
             reasoning_chunks=int(d.get("reasoning_chunks") or 0),
             input_tokens=d.get("input_tokens"),

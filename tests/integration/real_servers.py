@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from harness import load_json, records
 
 ROOT = Path(__file__).resolve().parents[2]

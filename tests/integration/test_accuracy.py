@@ -17,13 +17,13 @@ stamp taken a few ms late is more than the run's lag explains).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
-from harness import Noise, Pair, SimServer, load_json, pairs, records, run_cli
 
+from harness import Noise, Pair, SimServer, load_json, pairs, records, run_cli
 from tokspeed.metrics.iterations import NORMAL_CV, STABLE_CV
 
 TTFT_MS, ITL_MS, TOKENS = 40.0, 5.0, 32

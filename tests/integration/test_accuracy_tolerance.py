@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from harness import Pair
 from test_accuracy import MS, assert_explained, end, first_token
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from harness import SimServer, run_cli
 
 KEY = "sk-bad-input-key-31337"

@@ -9,10 +9,11 @@ most the server can complete.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
+
 import queue_truth
 from harness import SimServer, load_json, run_cli
 

@@ -7,11 +7,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import orjson
 import pytest
+
 from harness import SimServer, load_json, records, run_cli
 
 

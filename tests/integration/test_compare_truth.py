@@ -11,9 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness import SimServer, run_cli
-
-from tokspeed.compare import RunData, compare_runs
-from tokspeed.comparison import CompareSettings
+from tokspeed.compare.comparison import CompareSettings
+from tokspeed.compare.evidence import RunData, compare_runs
 from tokspeed.results import build_benchmark, load_run
 
 SETTINGS = CompareSettings(resamples=1000)

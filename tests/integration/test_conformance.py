@@ -12,8 +12,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from harness import run_cli
 
+from harness import run_cli
 from tokspeed.conformance import SCENARIOS, by_name, result_for, run_all
 from tokspeed.conformance.checker import DEFAULT_TOLERANCE_MS
 from tokspeed.records import RequestRecord

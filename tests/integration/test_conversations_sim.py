@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from harness import SimServer, load_json, records, run_cli
 
 BLOCK = 16

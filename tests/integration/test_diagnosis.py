@@ -7,6 +7,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+
 from harness import SimServer, load_json, run_cli
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+
 from harness import SimServer, load_json, run_cli
 
 RUN_V1 = Path(__file__).parents[1] / "data" / "run-v1"

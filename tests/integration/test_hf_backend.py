@@ -18,7 +18,6 @@ pytest.importorskip("transformers")
 
 from harness import load_json, run_cli
 from real_servers import check_sane, exported_model, measured  # noqa: F401
-
 from tokspeed.backends.engine_options import EngineOptions
 from tokspeed.backends.hf import HFBackend
 from tokspeed.errors import ConfigError

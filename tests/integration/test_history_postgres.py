@@ -7,8 +7,9 @@ from __future__ import annotations
 import itertools
 import shutil
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import orjson
 import pytest

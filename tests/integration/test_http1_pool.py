@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-
 from tests.integration.harness import SimServer, load_json, records, run_cli
+
 from tokspeed.backends.http1 import Endpoint, Pool, request_bytes, request_head
 from tokspeed.records import Status
 

@@ -72,9 +72,9 @@ if _probe.returncode != 0:
                 f"pip install 'llama-cpp-python[server]' gguf ({_probe.stderr.strip().splitlines()[-1:]})",
                 allow_module_level=True)
 
-from gguf_model import N_CTX
-from harness import load_json, run_cli
-from real_servers import Server, free_port, measured
+from gguf_model import N_CTX  # noqa: E402  (after the module-level skip: they import llama.cpp helpers)
+from harness import load_json, run_cli  # noqa: E402
+from real_servers import Server, free_port, measured  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from harness import SimServer, load_json, records
 
 STREAMS = 1000

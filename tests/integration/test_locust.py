@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from harness import Pair, SimServer, load_json, records, run_cli
 from test_accuracy import assert_causal, assert_explained, end, first_token, true_itl_ms
 

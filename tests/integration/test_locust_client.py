@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_faults import AFTER, EXPECTED, TOKENS, log_entries, sim
 
+from test_faults import AFTER, EXPECTED, TOKENS, log_entries, sim
 from tokspeed.backends.openai_http import OpenAIHTTPBackend
 from tokspeed.distributed.sync_http import SyncOpenAIClient, discover_model
 from tokspeed.records import RequestRecord, RequestSpec, Status

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from harness import SimServer, load_json, records
 from test_locust import ITL_MS, TTFT_MS, procs, start_fleet  # noqa: F401 - procs is a fixture
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 import pytest
+
 from harness import SimServer, run_cli
 
 tokenizers = pytest.importorskip("tokenizers")

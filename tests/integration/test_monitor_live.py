@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 import pytest
 from aiohttp import web
-from harness import SimServer
 from prometheus_client.parser import text_string_to_metric_families
+
+from harness import SimServer
 
 FAKES = str(Path(__file__).parents[1] / "fakes")
 GPUS = {"gpus": [{"name": "Fake H100", "memory_total_mib": 81920, "memory_used_mib": 2048, "utilization_pct": 60,

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from harness import SimServer
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness import SimServer
 from tokspeed.monitor.histograms import bucket_of
 from tokspeed.sim.metrics import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS
 

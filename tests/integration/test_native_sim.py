@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from harness import Noise, Pair, SimServer, load_json, pairs, records, run_cli
 from test_accuracy import assert_explained, end, first_token
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from harness import Noise, SimServer, load_json, pairs, records, run_cli
 
 

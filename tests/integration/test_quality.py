@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import SimServer, load_json, run_cli
 
+from harness import SimServer, load_json, run_cli
 from tokspeed.quality.checkers import passes
 from tokspeed.quality.probes import ProbeItem, load_probes
 from tokspeed.quality.stats import mcnemar_exact, wilson

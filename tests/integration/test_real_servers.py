@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from harness import load_json, run_cli
 from real_servers import (
     VLLM_PYTHON,

@@ -45,9 +45,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
 import real_servers
 from harness import load_json, records, run_cli
-from prometheus_client.parser import text_string_to_metric_families
 from real_servers import (
     OFFLINE_ENV,
     VLLM_PYTHON,
@@ -57,7 +58,6 @@ from real_servers import (
     free_port,
     vllm_missing,
 )
-
 from tokspeed.metrics.stats import distribution
 
 pytestmark = pytest.mark.integration

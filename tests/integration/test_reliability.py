@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 import pytest
+
 from harness import SimServer, load_json, records, run_cli, start_run, wait_for_records
 
 SECRET = "sk-test-SENTINEL-DO-NOT-LEAK-77"

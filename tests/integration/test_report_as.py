@@ -6,6 +6,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+
 from harness import run_cli
 
 RUN_V1 = Path(__file__).parents[1] / "data" / "run-v1"

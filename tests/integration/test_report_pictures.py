@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from browser import load, require_chromium
 from harness import SimServer, run_cli
 

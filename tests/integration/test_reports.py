@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
 from browser import load
 from harness import SimServer, load_json, records, run_cli
-
-from tokspeed.reports.summary_text import fmt
-from tokspeed.verdicts import orient
+from tokspeed.compare.verdicts import orient
+from tokspeed.reports.format import fmt
 
 RUN = ("-c", "4", "-n", "60", "--max-tokens", "4", "-q")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from harness import SimServer, load_json, pairs, records, run_cli
 
 MS = 1e6
@@ -88,7 +89,9 @@ def test_images_add_their_prefill_to_ttft(start_sim: Callable[..., SimServer], t
     # plus reading and parsing 2 × 0.2–1.2 MB of base64 (a few ms idle, 6+ ms on 2 loaded cores, so
     # that part is judged against the simulator's own clock, not a fixed allowance).
     # Medians: every prompt has the same length, and one scheduling stall must not move the figure.
-    ttft = lambda res: res["benchmarks"][0]["summary"]["ttft_ms"]["p50"]
+    def ttft(res: dict) -> float:
+        return res["benchmarks"][0]["summary"]["ttft_ms"]["p50"]
+
     rise, prefill = ttft(with_images) - ttft(plain), image_tokens * PREFILL_US / 1000
     plain_truth = pairs(tmp_path / "plain", sim)
     true_plain = np.array([(p.sim["first_token_ns"] - p.sim["received_ns"]) / MS for p in plain_truth])

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from scipy import stats
+
 from harness import SimServer, load_json, pairs, records, run_cli
 
 MS = 1e6

@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import orjson
 import pytest
+
 from harness import SimServer, run_cli
 
 pytestmark = pytest.mark.integration

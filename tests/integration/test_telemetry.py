@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from harness import SimServer, load_json, run_cli
 
 FAKES = str(Path(__file__).parents[1] / "fakes")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-
 from tests.integration.harness import load_json, records, run_cli
+
 from tokspeed.sim import SimConfig, make_app
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")

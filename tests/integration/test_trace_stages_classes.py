@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
+
 from harness import SimServer, load_json, pairs, records, run_cli
 
 MS = 1_000_000

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from harness import load_json, records
 from real_servers import (  # noqa: F401
     VLLM_PYTHON,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
-import pytest
+
 from harness import (
     SimServer,
     load_json,

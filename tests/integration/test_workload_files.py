@@ -378,6 +378,7 @@ def test_input_tokens_with_a_file_is_refused(tmp_path: Path) -> None:
 def test_each_iteration_is_one_pass_over_the_file_against_a_server(tmp_path: Path, start_sim: Any) -> None:
     """`--dataset prompts.json --iterations 3` sends the 8 prompts once per iteration (it sent 100 before)."""
     import orjson
+
     from harness import records, run_cli
 
     sim = start_sim("--ttft-ms", "1", "--itl-ms", "0")
@@ -401,6 +402,7 @@ def test_each_iteration_is_one_pass_over_the_file_against_a_server(tmp_path: Pat
 
 def test_offline_submits_each_pass_at_once_against_a_server(tmp_path: Path, start_sim: Any) -> None:
     import orjson
+
     from harness import records, run_cli
 
     sim = start_sim("--ttft-ms", "1", "--itl-ms", "0")

@@ -7,14 +7,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tokspeed.compare import RunData, compare_runs, differences, judge_gates
-from tokspeed.comparison import METRICS, CompareSettings
+from tokspeed.compare.comparison import METRICS, CompareSettings
+from tokspeed.compare.evidence import RunData, compare_runs, differences, judge_gates
+from tokspeed.compare.gates import parse_gate
+from tokspeed.compare.verdicts import orient
 from tokspeed.errors import ConfigError
-from tokspeed.gates import parse_gate
 from tokspeed.metrics.schema import Summary
 from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
 from tokspeed.results import RunResult, build_benchmark
-from tokspeed.verdicts import orient
 
 MS = 1_000_000
 KNOWN = list(Summary().flat())

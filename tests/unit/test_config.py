@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from tokspeed.cli.run_cmd import _headers, _json_object, _normalise_target, _profile
-from tokspeed.config import RunConfig, config_from_sources, parse_duration
+from tokspeed.config import RunConfig, config_from_sources
 from tokspeed.errors import ConfigError
+from tokspeed.units import parse_duration
 
 
 @pytest.mark.parametrize("text,seconds", [("30s", 30), ("5m", 300), ("1.5h", 5400), ("250ms", 0.25), ("12", 12)])

@@ -295,7 +295,7 @@ def _run_conversations(backend: _AnsweringBackend, plan: object, phase: object, 
 
 
 def test_runner_feeds_each_answer_into_the_next_turn_and_tags_records() -> None:
-    from tokspeed.runner.executor import Phase
+    from tokspeed.runner.loops import Phase
 
     backend = _AnsweringBackend()
     out = _run_conversations(backend, ConversationPlan(kind="conversations", workers=2, turns=3),
@@ -316,7 +316,7 @@ def test_runner_feeds_each_answer_into_the_next_turn_and_tags_records() -> None:
 
 
 def test_runner_ends_a_conversation_at_a_failed_turn_and_refuses_a_backend_without_texts() -> None:
-    from tokspeed.runner.executor import Phase
+    from tokspeed.runner.loops import Phase
 
     phase = Phase(iteration=1, warmup=False, n=2, duration_s=None)
     out = _run_conversations(_AnsweringBackend(fail=frozenset({1})), ConversationPlan(kind="conversations", workers=1, turns=3), phase)
@@ -327,7 +327,7 @@ def test_runner_ends_a_conversation_at_a_failed_turn_and_refuses_a_backend_witho
 
 
 def test_runner_open_loop_starts_conversations_on_schedule_and_warms_up_with_one_turn() -> None:
-    from tokspeed.runner.executor import Phase
+    from tokspeed.runner.loops import Phase
 
     plan = ConversationPlan(kind="conversations", rate=50.0, arrival="constant", turns=2)
     out = _run_conversations(_AnsweringBackend(delay_s=0.03), plan, Phase(iteration=1, warmup=False, n=3, duration_s=None), turns=2)

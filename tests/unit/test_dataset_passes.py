@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tokspeed.backends.embedded.defaults import embedded_defaults
 from tokspeed.cli import main
 from tokspeed.config import RunConfig, config_from_sources
 from tokspeed.errors import ConfigError
-from tokspeed.load.passes import check_offline, dataset_passes
+from tokspeed.runner.passes import check_offline, dataset_passes, embedded_defaults
 
 FILE = {"kind": "file", "items": 8}
 HTTP = "http://127.0.0.1:8000/v1"

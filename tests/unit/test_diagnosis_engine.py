@@ -9,17 +9,17 @@ from typing import Any
 
 import orjson
 import pytest
-from diagnosis_builders import bench, failed, many, result
 
+from diagnosis_builders import bench, failed, many, result
 from tokspeed.backends.base import TargetInfo
 from tokspeed.cli import main
 from tokspeed.config import RunConfig
 from tokspeed.diagnosis import rules
 from tokspeed.diagnosis.rules import diagnose, diagnose_point, diagnose_result, ordered
-from tokspeed.diagnosis.schema import Finding
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec
 from tokspeed.reports.diagnosis_text import findings_json, render_findings, short_lines
 from tokspeed.results import ResultsWriter, load_run
+from tokspeed.results.findings import Finding
 from tokspeed.runner.run import execute_run
 
 

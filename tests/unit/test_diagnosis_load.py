@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from diagnosis_builders import bench, many, point, rec, result
-
 from tokspeed.diagnosis.load import itl_load_growth, kv_cache_pressure, server_bound, throughput_knee, ttft_client_gap
 from tokspeed.diagnosis.rules import diagnose
 from tokspeed.diagnosis.tail import ttft_tail

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from diagnosis_builders import failed, many, point, rec
-
-from tokspeed.diagnosis.errors import advice_for, errors, normalise
+from tokspeed.diagnosis.causes import advice_for, normalise
+from tokspeed.diagnosis.errors import errors
 from tokspeed.diagnosis.stability import cold_start
 from tokspeed.diagnosis.thresholds import DEFAULT, Thresholds
 from tokspeed.diagnosis.tokens import output_length, token_count

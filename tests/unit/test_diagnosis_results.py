@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from diagnosis_builders import bench, many, rec, result
-
 from tokspeed.diagnosis.client import client_bound
 from tokspeed.diagnosis.gpu import gpu_underutilised
 from tokspeed.diagnosis.stability import too_few_samples, unstable
@@ -136,7 +135,6 @@ def test_too_few_samples() -> None:
 
 def test_no_completed_request_is_critical() -> None:
     from diagnosis_builders import failed
-
     from tokspeed.records import ErrorKind
 
     (f,) = too_few_samples(result(bench([failed(i, ErrorKind.CONNECT, "refused") for i in range(3)])), DEFAULT)

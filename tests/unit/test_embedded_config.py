@@ -13,7 +13,6 @@ from tokspeed.backends.embedded import (
     SIZES,
     choose_dtype,
     choose_threads,
-    embedded_defaults,
     embedded_size,
     get_size,
     is_embedded_target,
@@ -24,6 +23,7 @@ from tokspeed.backends.embedded.cache import build_once, cache_root
 from tokspeed.backends.embedded.hardware import cpu_flags, dtype_label
 from tokspeed.config import config_from_sources
 from tokspeed.errors import ConfigError
+from tokspeed.runner.passes import embedded_defaults
 
 INTEL_BF16 = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -180,9 +180,9 @@ def test_importing_the_package_does_not_import_torch() -> None:
 
 
 def test_the_plan_says_the_weights_are_random_and_the_text_is_noise() -> None:
-    from tokspeed.backends.embedded.defaults import describe_plan, embedded_defaults
     from tokspeed.config import config_from_sources
+    from tokspeed.runner.passes import describe_embedded
 
-    first, second = describe_plan(embedded_defaults(config_from_sources(None, {}))).splitlines()
+    first, second = describe_embedded(embedded_defaults(config_from_sources(None, {}))).splitlines()
     assert first.startswith("embedded model small") and "random weights" in first and "--target URL" in first
     assert second == "Its weights are random, so the text it generates is noise: only its speed means something."

@@ -14,11 +14,11 @@ from tokspeed.backends.local_target import (
     engine_path,
     normalise_engine_target,
 )
-from tokspeed.load.passes import dataset_passes
 from tokspeed.backends.vllm_offline import requirements as vllm_requirements
 from tokspeed.cli import main
 from tokspeed.config import RunConfig, config_from_sources
 from tokspeed.errors import ConfigError
+from tokspeed.runner.passes import dataset_passes
 
 
 @pytest.fixture

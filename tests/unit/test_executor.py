@@ -12,7 +12,8 @@ import pytest
 from tokspeed.backends.base import TargetInfo
 from tokspeed.load.plan import LoadPlan
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status
-from tokspeed.runner.executor import Phase, run_phase
+from tokspeed.runner.executor import run_phase
+from tokspeed.runner.loops import Phase
 
 
 class TimerNoise:
@@ -49,7 +50,7 @@ class FakeWorkload:
 class FakeBackend:
     """Takes `delay_s` per request; fails request indices in `fail`; raises on those in `crash`."""
 
-    def __init__(self, delay_s: float = 0.01, fail: set[int] = set(), crash: set[int] = set()) -> None:
+    def __init__(self, delay_s: float = 0.01, fail: frozenset[int] = frozenset(), crash: frozenset[int] = frozenset()) -> None:
         self.delay_s, self.fail, self.crash = delay_s, fail, crash
         self.in_flight = self.max_in_flight = 0
 
@@ -84,7 +85,7 @@ async def collect(plan: LoadPlan, phase: Phase, backend: FakeBackend) -> list[Re
 
 
 async def test_closed_loop_sends_each_index_once_at_the_concurrency() -> None:
-    b = FakeBackend(fail={3}, crash={5})
+    b = FakeBackend(fail=frozenset({3}), crash=frozenset({5}))
     recs = await collect(LoadPlan(kind="concurrency", workers=4), Phase(1, False, 20, None), b)
     assert sorted(r.index for r in recs) == list(range(20))
     assert b.max_in_flight == 4

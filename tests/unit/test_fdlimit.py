@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tokspeed.cli.fdlimit import FD_HEADROOM, ensure_fd_limit, fds_needed
 from tokspeed.errors import ConfigError
+from tokspeed.runner.fdlimit import FD_HEADROOM, ensure_fd_limit, fds_needed
 
 
 class Limits:

@@ -15,8 +15,8 @@ import pytest
 from tokspeed.backends.base import TargetInfo
 from tokspeed.config import RunConfig
 from tokspeed.errors import ResultsError
-from tokspeed.results import REQUESTS_FILE, RUN_FILE, ResultsWriter, load_run, read_records
 from tokspeed.records import RequestRecord, RequestSpec
+from tokspeed.results import REQUESTS_FILE, RUN_FILE, ResultsWriter, load_run, read_records
 from tokspeed.runner.run import execute_run
 
 

@@ -188,7 +188,7 @@ def test_target_watch_gives_the_sorted_verdict_on_shuffled_runs() -> None:
         n = rng.randint(0, 40)
         died = rng.randint(0, 60)  # requests ending after this mostly fail to connect
         records = []
-        for i in range(n):
+        for _ in range(n):
             end = rng.randint(0, 60)
             status, kind = GONE if end >= died and rng.random() < 0.9 else rng.choice(kinds)
             sent = rng.randint(min(died, end), end) if kind in (ErrorKind.CONNECT, ErrorKind.BROKEN) else rng.randint(0, end)

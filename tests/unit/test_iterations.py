@@ -89,7 +89,6 @@ def test_a_partial_last_iteration_is_marked_and_left_out_of_the_average() -> Non
     """An interrupted run: iterations of 100, 100 and 60 requests; the third is partial, the
     across-iteration figures are over the first two, and the printout says so."""
     from diagnosis_builders import rec
-
     from tokspeed.reports.summary_text import iteration_lines
     from tokspeed.results import build_benchmark
 

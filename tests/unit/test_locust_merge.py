@@ -37,7 +37,7 @@ def record(index: int, sent: int, ttft_ms: float = 50, itl_ms: float = 10, token
 def test_neither_locust_nor_gevent_is_imported_by_tokspeed() -> None:
     code = ("import sys, tokspeed.cli, tokspeed.distributed.master, tokspeed.distributed.sync_http; "
             "from tokspeed.cli import main; main(['locust', '--help']); "
-            "print(sorted(m for m in ('tokspeed.locust', 'locust', 'gevent') if m in sys.modules))")
+            "print(sorted(m for m in ('tokspeed.distributed.locustfile', 'locust', 'gevent') if m in sys.modules))")
     p = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().splitlines()[-1] == "[]"

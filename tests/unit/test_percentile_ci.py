@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 import pytest
-from diagnosis_builders import bench, rec, result
 
+from diagnosis_builders import bench, rec, result
 from tokspeed.diagnosis.stability import too_few_samples
 from tokspeed.diagnosis.thresholds import DEFAULT
 from tokspeed.metrics.schema import Summary

@@ -14,7 +14,7 @@ import pytest
 
 from tokspeed.backends.base import TargetInfo
 from tokspeed.reports.console import Console
-from tokspeed.runner.executor import Phase
+from tokspeed.runner.loops import Phase
 
 LONG_PATH = "/tmp/pytest-of-someone/pytest-1/" + "m" * 120 + "/tiny"
 NOTE = (f"hf model {LONG_PATH} (LlamaForCausalLM, 20M parameters), in-process with transformers, CPU, fp32, "

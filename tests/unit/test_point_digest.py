@@ -9,8 +9,8 @@ from dataclasses import fields, is_dataclass
 from typing import Any
 
 import numpy as np
-from diagnosis_builders import T0, bench, failed, many, point, rec, result
 
+from diagnosis_builders import T0, bench, failed, many, point, rec, result
 from tokspeed.config import RunConfig
 from tokspeed.diagnosis.digest import (
     MAX_CAUSES,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tokspeed.records import RequestRecord
 from tokspeed.reports.console import Progress
-from tokspeed.runner.executor import Phase
+from tokspeed.runner.loops import Phase
 
 
 def _finished(index: int, conversation: int | None) -> RequestRecord:

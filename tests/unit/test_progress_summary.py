@@ -7,7 +7,7 @@ from io import StringIO
 from rich.console import Console as RichConsole
 
 from tokspeed.reports.console import SUMMARY_NOTICE_REQUESTS, Progress
-from tokspeed.runner.executor import Phase
+from tokspeed.runner.loops import Phase
 
 
 def test_a_large_point_announces_its_summary_on_the_plain_console_and_the_live_line() -> None:

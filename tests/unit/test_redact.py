@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tokspeed.backends.redact import Redactor, redact_url, secret_values
+from tokspeed.backends.credentials import redact_url
+from tokspeed.backends.redact import Redactor, secret_values
 
 KEY = "sk-live-0123456789abcdef"
 

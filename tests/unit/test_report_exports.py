@@ -21,7 +21,7 @@ from tokspeed.reports.markdown import run_markdown
 from tokspeed.reports.plotdata import ecdf, histogram, subset
 from tokspeed.reports.timeline import timeline
 from tokspeed.results import RunResult, build_benchmark, load_run
-from tokspeed.run_records import records_by_benchmark
+from tokspeed.results.records import records_by_benchmark
 
 RUN_V1 = Path(__file__).parents[1] / "data" / "run-v1"
 MS = 1_000_000
@@ -137,8 +137,8 @@ def test_html_is_self_contained_and_holds_the_headlines(saved: tuple[RunResult, 
 def test_html_shows_the_diagnosis_and_each_points_telemetry(saved: tuple[RunResult, list[RequestRecord]]) -> None:
     pytest.importorskip("plotly")
     pytest.importorskip("jinja2")
-    from tokspeed.diagnosis.schema import Finding
     from tokspeed.reports.html import run_html
+    from tokspeed.results.findings import Finding
     from tokspeed.telemetry.schema import ClientSummary, SeriesStats, ServerSummary, TelemetrySummary
 
     result, records = saved

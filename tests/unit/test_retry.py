@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tokspeed.backends.retry import parse_retry_after, reset_for_retry, retry_delay_s, retryable
-from tokspeed.config import RETRY_AFTER_CAP_S, RETRY_BACKOFF_S
+from tokspeed.backends.retry import (
+    RETRY_AFTER_CAP_S,
+    RETRY_BACKOFF_S,
+    parse_retry_after,
+    reset_for_retry,
+    retry_delay_s,
+    retryable,
+)
 from tokspeed.records import ErrorKind, RequestRecord, Status
 
 NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z

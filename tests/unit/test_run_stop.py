@@ -96,7 +96,7 @@ async def test_cancelling_the_caller_once_or_twice_keeps_the_outcome(tmp_path: P
 
 
 def test_timed_phases_and_their_warm_up_are_cut_a_grace_after_the_duration() -> None:
-    from tokspeed.runner.executor import Phase
+    from tokspeed.runner.loops import Phase
     from tokspeed.runner.run import _Cut, duration_grace_s
 
     timed = RunConfig(duration_s=4, warmup=8)

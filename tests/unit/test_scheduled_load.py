@@ -12,12 +12,7 @@ import pytest
 from tokspeed.config import RunConfig, config_from_sources
 from tokspeed.errors import ConfigError, TokspeedError, WorkloadError
 from tokspeed.load.classes import ClassConfig, local_indices, merged_timeline
-from tokspeed.load.setup import (
-    ClassedWorkload,
-    refuse_profile_flags,
-    scheduled_plan,
-    timeline_from_config,
-)
+from tokspeed.load.setup import ClassedWorkload, refuse_profile_flags
 from tokspeed.load.stages import StageConfig, parse_ramp, parse_stages, segments
 from tokspeed.load.timeline import (
     NS,
@@ -27,9 +22,10 @@ from tokspeed.load.timeline import (
     unit_arrivals,
 )
 from tokspeed.load.trace import TraceWindow, load_replay, parse_window, select
-from tokspeed.metrics.groups import add_groups
 from tokspeed.records import RequestRecord, TokenSource
 from tokspeed.results import build_benchmark
+from tokspeed.results.groups import add_groups
+from tokspeed.runner.scheduled import scheduled_plan, timeline_from_config
 from tokspeed.workload.tokens import approx_token_count
 from tokspeed.workload.trace_formats import azure_time_s, read_trace
 from tokspeed.workload.trace_source import BLOCK_TOKENS, trace_workload
@@ -405,7 +401,8 @@ class _SlowBackend:
 async def test_staged_closed_loop_follows_the_widths() -> None:
     from time import perf_counter_ns
 
-    from tokspeed.runner.executor import Phase, run_phase
+    from tokspeed.runner.executor import run_phase
+    from tokspeed.runner.loops import Phase
 
     cfg = RunConfig(stages="a:concurrency=2:0.3s,b:concurrency=5:0.3s,c:concurrency=1:0.3s")
     plan = scheduled_plan(cfg)

@@ -15,7 +15,7 @@ from tokspeed.metrics.sketch import BoundedSample
 from tokspeed.metrics.steady_state import steady_state
 from tokspeed.metrics.summary import SummaryBuilder
 from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
-from tokspeed.results import StoredRecords, ResultsWriter, build_benchmark
+from tokspeed.results import ResultsWriter, StoredRecords, build_benchmark
 
 MS = 1_000_000
 

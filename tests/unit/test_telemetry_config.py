@@ -10,9 +10,9 @@ import pytest
 
 from tokspeed.cli import main
 from tokspeed.config import RunConfig, config_from_sources
-from tokspeed.environment import capture_environment, package_versions
 from tokspeed.errors import ConfigError
 from tokspeed.runner.run import target_headers
+from tokspeed.telemetry.environment import capture_environment, package_versions
 
 
 def test_defaults_sample_four_times_a_second_with_the_targets_metrics() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tokspeed.environment import gpu_facts
+from tokspeed.telemetry.environment import gpu_facts
 from tokspeed.telemetry.gpu import open_nvml
 
 FAKE = Path(__file__).parents[1] / "fakes" / "pynvml.py"

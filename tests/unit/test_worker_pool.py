@@ -17,12 +17,13 @@ import pytest
 
 from tokspeed.backends.base import TargetInfo
 from tokspeed.backends.worker_pool import WorkerPoolBackend, least_loaded
-from tokspeed.cli.workers import STREAMS_PER_WORKER, check_workers, choose_workers, worker_settings
 from tokspeed.config import RunConfig
 from tokspeed.errors import BackendLost, ConfigError, TargetError
 from tokspeed.load.plan import LoadPlan
 from tokspeed.records import RequestRecord, RequestSpec, Status
-from tokspeed.runner.executor import Phase, run_phase
+from tokspeed.runner.executor import run_phase
+from tokspeed.runner.loops import Phase
+from tokspeed.runner.workers import STREAMS_PER_WORKER, check_workers, choose_workers, worker_settings
 
 FAKE_WORKER = (sys.executable, str(Path(__file__).parent / "fake_worker.py"))
 

@@ -21,6 +21,7 @@ from urllib.parse import unquote, urlsplit
 from tokspeed.errors import ConfigError
 
 MASK = "***"  # what a secret becomes in files and messages
+SECRET_HEADERS = ("authorization", "api-key", "x-api-key", "proxy-authorization", "cookie")  # header names whose values are secrets
 _USERINFO = re.compile(r"(?<=//)[^/?#@\s]*@")  # the fallback for a URL urlsplit cannot parse
 
 AUTHORIZATION = "Authorization"

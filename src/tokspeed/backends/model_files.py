@@ -26,10 +26,6 @@ Severity = Literal["error", "warning"]
 LFS_MAGIC = b"version https://git-lfs"
 GGUF_MAGIC = b"GGUF"
 MAX_SAFETENSORS_HEADER = 100_000_000  # bytes; the format's own limit
-# safetensors dtype -> bytes per element
-ST_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2, "U16": 2,
-            "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "F4": 0.5, "F6_E2M3": 0.75,
-            "F6_E3M2": 0.75}
 ST_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn",
              "F8_E5M2": "float8_e5m2", "I8": "int8", "U8": "uint8", "I32": "int32", "I64": "int64"}
 LFS_HINT = "the directory was cloned without git-lfs: run `git lfs install && git lfs pull` in it, or download it with `hf download NAME --local-dir DIR`"

@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import asyncio
 from time import perf_counter_ns
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
 
 from tokspeed.backends.base import TargetInfo
+from tokspeed.backends.credentials import redact_url
 from tokspeed.backends.exchange import (
     DONE,
     ERROR_SNIPPET,
@@ -59,12 +60,14 @@ from tokspeed.backends.exchange import (
 )
 from tokspeed.backends.http1 import Endpoint, Pool, request_head
 from tokspeed.backends.pooled import HTTPSettings, PooledHTTPBackend
-from tokspeed.backends.redact import redact_url
 from tokspeed.backends.sse import SSEDecoder
-from tokspeed.config import PROBE_TIMEOUT_S
 from tokspeed.errors import TargetError
 from tokspeed.records import Anomaly, ErrorKind, RequestRecord, RequestSpec, Status
 
+if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations are strings here, so only the checker needs it
+    from typing_extensions import Unpack
+
+PROBE_TIMEOUT_S = 60.0  # the start-up probe (one 1-token request) and discovery, at most --timeout
 _PATHS = {"chat": "chat/completions", "completions": "completions", "embeddings": "embeddings"}
 
 

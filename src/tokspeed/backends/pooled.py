@@ -19,6 +19,7 @@ import aiohttp
 import orjson
 
 from tokspeed.backends.base import TargetInfo
+from tokspeed.backends.credentials import with_url_auth
 from tokspeed.backends.exchange import (
     Response,
     clean_ids,
@@ -30,7 +31,6 @@ from tokspeed.backends.exchange import (
     retrying,
     take_spec,
 )
-from tokspeed.backends.credentials import with_url_auth
 from tokspeed.backends.http1 import Pool, request_bytes
 from tokspeed.backends.redact import Redactor
 from tokspeed.errors import TargetError

@@ -16,18 +16,13 @@ password (a token as the user name) is masked whole: `http://***@host/v1`.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import orjson
 
-from tokspeed.backends.credentials import MASK, redact_url
-from tokspeed.config import SECRET_HEADERS
-
-if TYPE_CHECKING:
-    from tokspeed.config import RunConfig
+from tokspeed.backends.credentials import MASK, SECRET_HEADERS
 
 MIN_SECRET_CHARS = 4  # shorter values would mask ordinary words; no real credential is this short
 
@@ -103,15 +98,6 @@ class Redactor:
         """The secrets of one target: its API key, secret headers and the URL's password."""
         return cls(secret_values(url, api_key, headers))
 
-    @classmethod
-    def for_config(cls, cfg: RunConfig) -> Redactor:
-        """Every secret a run's config holds: the target's, and those of a `--server-metrics` URL."""
-        key = cfg.api_key.get_secret_value() if cfg.api_key is not None else None
-        values = secret_values(cfg.target or "", key, cfg.headers)
-        if cfg.server_metrics:
-            values += secret_values(cfg.server_metrics, None, {})
-        return cls(values)
-
 
 def secret_values(url: str, api_key: str | None, headers: Mapping[str, str]) -> list[str]:
     """Every string that must not be shown: whole values and their credential parts."""
@@ -127,13 +113,13 @@ def secret_values(url: str, api_key: str | None, headers: Mapping[str, str]) -> 
     try:
         parts = urlsplit(url)
         password, username = parts.password, parts.username
-        credential = basic_credential(url)
+        basic = basic_credential(url)
     except ValueError:
         return values
     if password:
         values += [password, unquote(password)]
     elif username:  # a token given as the user name
         values += [username, unquote(username)]
-    if credential:
-        values.append(credential)
+    if basic:
+        values.append(basic)
     return values

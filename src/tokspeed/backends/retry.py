@@ -10,8 +10,11 @@ from __future__ import annotations
 import time
 from email.utils import parsedate_to_datetime
 
-from tokspeed.config import RETRY_AFTER_CAP_S, RETRY_BACKOFF_S, RETRY_STATUSES
 from tokspeed.records import ErrorKind, RequestRecord, Status
+
+RETRY_STATUSES = (429, 503)  # --retries repeats only these: the server asked the client to come back
+RETRY_AFTER_CAP_S = 30.0  # the longest Retry-After honoured (and the backoff's ceiling)
+RETRY_BACKOFF_S = 0.5  # without Retry-After: wait 0.5 s, 1 s, 2 s, ... between attempts
 
 
 def retryable(record: RequestRecord) -> bool:

@@ -21,8 +21,9 @@ import os
 import signal
 import stat
 import sys
+from collections.abc import Callable
 from time import perf_counter_ns
-from typing import Any, Callable
+from typing import Any
 
 from tokspeed.backends.base import Backend
 from tokspeed.backends.worker_protocol import (

@@ -35,9 +35,10 @@ import asyncio
 import dataclasses
 import itertools
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from time import perf_counter_ns
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from tokspeed.backends.base import Backend, TargetInfo
 from tokspeed.backends.worker_protocol import (

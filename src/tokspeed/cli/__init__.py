@@ -8,13 +8,13 @@ results dir), 2 usage or configuration error, 3 an SLO was breached (or a
 from __future__ import annotations
 
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import typer
 
+from tokspeed.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE
 from tokspeed.errors import TokspeedError
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SLO, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 # typer re-exports click's exceptions (vendored in newer typer): find their common base
 _ClickError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
@@ -29,9 +29,18 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from tokspeed.cli import compare_cmd, cost_cmd, diagnose_cmd, estimate_cmd, report_cmd, run_cmd, sim_cmd, sweep_cmd
-    from tokspeed.cli import conformance_cmd
-    from tokspeed.cli import monitor_cmd
+    from tokspeed.cli import (
+        compare_cmd,
+        conformance_cmd,
+        cost_cmd,
+        diagnose_cmd,
+        estimate_cmd,
+        monitor_cmd,
+        report_cmd,
+        run_cmd,
+        sim_cmd,
+        sweep_cmd,
+    )
 
     app.command("run", help=run_cmd.HELP, no_args_is_help=False)(run_cmd.run)
     app.command("sweep", help=sweep_cmd.SWEEP_HELP)(sweep_cmd.sweep)

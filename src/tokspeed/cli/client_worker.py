@@ -12,8 +12,8 @@ from __future__ import annotations
 from tokspeed.backends.base import Backend
 from tokspeed.backends.worker_child import main as serve_pipes
 from tokspeed.backends.worker_protocol import WorkerInit
-from tokspeed.cli.session import http_backend
 from tokspeed.config import RunConfig
+from tokspeed.runner.factory import http_backend
 
 
 def make_backend(init: WorkerInit) -> Backend:

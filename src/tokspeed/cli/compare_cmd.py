@@ -14,9 +14,9 @@ from tokspeed.errors import ConfigError
 if TYPE_CHECKING:
     from tokspeed.cli.outputs import Output
     from tokspeed.cli.report_exports import ReportPlan
-    from tokspeed.compare import RunData
-    from tokspeed.comparison import Comparison
-    from tokspeed.gates import GateResult
+    from tokspeed.compare.comparison import Comparison
+    from tokspeed.compare.evidence import RunData
+    from tokspeed.compare.gates import GateResult
 
 HELP = """Compare saved runs with a baseline: ratios with 95% intervals, significance, verdicts, gates.
 
@@ -53,8 +53,8 @@ def compare(
     resamples: Annotated[int, typer.Option("--resamples", help="Bootstrap resamples per run and metric (the smallest p-value is 2/(N + 1)).", min=500)] = 2000,
 ) -> int:
     from tokspeed.cli.report_exports import EXIT_GATE, EXIT_OK, print_gates
-    from tokspeed.compare import compare_runs, judge_gates
-    from tokspeed.comparison import CompareSettings
+    from tokspeed.compare.comparison import CompareSettings
+    from tokspeed.compare.evidence import compare_runs, judge_gates
 
     qs = _percentiles(percentiles)
     plan = _prepare(markdown, json_out, html, fail_if or (), qs)
@@ -88,8 +88,8 @@ def _prepare(markdown: str | None, json_out: str | None, html: str | None, fail_
     """Check every destination and gate before any run is loaded."""
     from tokspeed.cli.outputs import prepare_outputs
     from tokspeed.cli.report_exports import ReportPlan, known_metrics
-    from tokspeed.comparison import compared_metrics
-    from tokspeed.gates import parse_gate
+    from tokspeed.compare.comparison import compared_metrics
+    from tokspeed.compare.gates import parse_gate
 
     outputs = prepare_outputs({"--markdown": markdown, "--json": json_out, "--html": html})
     if "--html" in outputs:
@@ -102,17 +102,12 @@ def _prepare(markdown: str | None, json_out: str | None, html: str | None, fail_
 
 def load_runs(paths: Sequence[Path]) -> list[RunData]:
     """Load each directory, labelled by its name (its path where names repeat)."""
-    from tokspeed.compare import RunData
+    from tokspeed.compare.evidence import RunData, run_labels
     from tokspeed.results import load_run
 
     labels = run_labels(paths)
     return [RunData(label, str(p), *load_run(p)) for label, p in zip(labels, paths)]
 
-
-def run_labels(paths: Sequence[Path]) -> list[str]:
-    names = [p.resolve().name or str(p) for p in paths]
-    labels = [n if names.count(n) == 1 else str(p) for n, p in zip(names, paths)]
-    return [lab if labels.count(lab) == 1 else f"{lab}#{i + 1}" for i, lab in enumerate(labels)]
 
 
 def _fraction(text: str) -> float:

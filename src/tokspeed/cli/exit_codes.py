@@ -1,11 +1,14 @@
-"""Map a run's outcome to the CLI's exit code."""
+"""The CLI's exit codes, and a run's outcome mapped to one."""
 
 from __future__ import annotations
 
-from tokspeed.config import RunConfig
-from tokspeed.runner.run import RunOutcome
+from typing import TYPE_CHECKING
 
-EXIT_OK, EXIT_FAIL, EXIT_SLO, EXIT_INTERRUPTED = 0, 1, 3, 130
+if TYPE_CHECKING:  # annotations only: `tokspeed --help` imports this module and none of the runner
+    from tokspeed.config import RunConfig
+    from tokspeed.runner.run import RunOutcome
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SLO, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def exit_code_for(outcome: RunOutcome, cfg: RunConfig) -> int:

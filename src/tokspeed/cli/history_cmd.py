@@ -155,7 +155,8 @@ def check(
     (or too little history, unless --require-history), 3 a regression or a metric the run lacks,
     1 no run or the catalogue cannot be read, 2 bad usage.
     """
-    from tokspeed.history.check import CheckSettings, check as judge_run
+    from tokspeed.history.check import CheckSettings
+    from tokspeed.history.check import check as judge_run
     from tokspeed.history.entry import entry_from_dir
     from tokspeed.reports.history_text import check_view
 
@@ -191,10 +192,10 @@ app.command("check", help=check.__doc__)(check)
 
 def catalogue_run(console: Any, directory: Path, cfg: RunConfig, location: CatalogLocation, quiet: bool = False) -> None:
     """Register a finished run (the hook of run, sweep and capacity): one line, never an exception."""
-    from tokspeed.backends.redact import Redactor
     from tokspeed.history.register import register_quietly
+    from tokspeed.runner.run import config_redactor
 
-    outcome = register_quietly(directory, location, Redactor.for_config(cfg).tree)
+    outcome = register_quietly(directory, location, config_redactor(cfg).tree)
     if outcome.warning is not None:
         print(f"Warning: results history: {outcome.warning} (the run itself is unaffected; "
               "tokspeed history import DIR registers it later)", file=sys.stderr, flush=True)

@@ -32,12 +32,12 @@ Requests started during the spawn ramp (users/spawn-rate s) are warm-up, not mea
 --warmup-s says otherwise; --requests N stops after N measured requests. The master writes a normal results directory
 (run.json + requests.jsonl): tokspeed report/compare/diagnose work on it unchanged. Locust's own
 statistics show TTFT, TPOT and E2E. Workers read the API key from their own OPENAI_API_KEY.
-Or with plain Locust: locust -f $(python -c "import tokspeed.locust as m; print(m.__file__)")
+Or with plain Locust: locust -f $(python -c "import tokspeed.distributed.locustfile as m; print(m.__file__)")
 """
 
 app = typer.Typer(help=HELP, no_args_is_help=True)
-LOCUSTFILE = Path(__file__).resolve().parent.parent / "locust.py"
-STAGED_LOCUSTFILE = LOCUSTFILE.with_name("locust_stages.py")  # the same user plus a LoadTestShape
+LOCUSTFILE = Path(__file__).resolve().parent.parent / "distributed" / "locustfile.py"
+STAGED_LOCUSTFILE = LOCUSTFILE.with_name("locustfile_stages.py")  # the same user plus a LoadTestShape
 DEFAULT_PORT = 5557
 
 
@@ -57,7 +57,7 @@ def _check_out(out: Path, overwrite: bool) -> None:
 
 
 def _run(args: list[str], locustfile: Path = LOCUSTFILE) -> NoReturn:
-    """Become `python -m locust -f tokspeed/locust.py ARGS` (exec: signals and exit code are Locust's own)."""
+    """Become `python -m locust -f tokspeed/distributed/locustfile.py ARGS` (exec: signals and exit code are Locust's own)."""
     _require_locust()
     sys.stdout.flush()
     sys.stderr.flush()

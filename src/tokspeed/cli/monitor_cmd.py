@@ -114,10 +114,10 @@ def _write_rules(dest: str, rules: list[Any]) -> int:
 
 
 def _settings(opts: dict[str, Any], rules: list[Any]) -> Any:
-    from tokspeed.config import parse_duration
     from tokspeed.errors import ConfigError
     from tokspeed.monitor.loop import MonitorSettings
     from tokspeed.monitor.probe import ProbeSettings
+    from tokspeed.units import parse_duration
 
     if not opts["target"]:
         raise ConfigError("tokspeed monitor needs --target", hint="e.g. --target http://127.0.0.1:8000/v1")
@@ -177,7 +177,7 @@ def _server_metrics(spec: str, probe_rate: float) -> str | None:
 def _run(settings: Any) -> int:
     import asyncio
 
-    from tokspeed.cli import EXIT_INTERRUPTED
+    from tokspeed.cli.exit_codes import EXIT_INTERRUPTED
     from tokspeed.errors import ConfigError
     from tokspeed.monitor.loop import Monitor
 

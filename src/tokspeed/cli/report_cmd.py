@@ -7,7 +7,6 @@ Also exports it (`--html`, `--markdown`, `--csv`, `--csv-summary`; see
 from __future__ import annotations
 
 import sys
-
 from pathlib import Path
 from typing import Annotated, Optional
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tokspeed.cli.outputs import Output, prepare_outputs
-from tokspeed.gates import Gate, GateResult, judge, parse_gate
+from tokspeed.compare.gates import Gate, GateResult, judge, parse_gate
 from tokspeed.metrics.schema import Summary
 from tokspeed.records import RequestRecord
 from tokspeed.results import RunResult

@@ -15,15 +15,16 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 import typer
 
+from tokspeed.backends.credentials import redact_url
 from tokspeed.backends.engine_options import EngineOptions
 from tokspeed.cli import engine_flags as ef
 from tokspeed.cli.plans import Mode, Plan, float_value, int_value, sweep_request
-from tokspeed.cli.workers import check_workers, choose_workers
-from tokspeed.backends.redact import redact_url
-from tokspeed.config import Api, Arrival, RunConfig, config_from_sources, http_url_problem, parse_duration
+from tokspeed.config import Api, Arrival, RunConfig, config_from_sources, http_url_problem
 from tokspeed.errors import ConfigError
-from tokspeed.load.passes import check_offline
 from tokspeed.load.setup import refuse_profile_flags
+from tokspeed.runner.passes import check_offline
+from tokspeed.runner.workers import check_workers, choose_workers
+from tokspeed.units import parse_duration
 
 HELP = """Benchmark a server, or with no --target a small model on this CPU (the embedded default).
 
@@ -252,7 +253,7 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
     cfg = cfg.model_copy(update={"engine": engine.as_mapping()})
     if input_tokens and dataset is None and cfg.dataset == "builtin":
         cfg = cfg.model_copy(update={"dataset": "synthetic"})
-    targets = [_normalise_target(t) for t in target] if target else [None]
+    targets: list[str | None] = [_normalise_target(t) for t in target] if target else [None]
     plan = mode.plan(sweep, targets, cfg)
     check_offline(cfg, cfg.model_fields_set)
     if cfg.offline and plan is not None:
@@ -273,18 +274,20 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
             engine: EngineOptions | None = None, plan: Plan | None = None, quality: bool = False,
             catalog: Any = None) -> int:
     """Run a validated config with console output; returns the exit code."""
-    from tokspeed.backends.embedded.defaults import (
-        describe_plan,
-        embedded_defaults,
-        is_embedded_target,
-    )
+    from tokspeed.backends.embedded.defaults import is_embedded_target
     from tokspeed.backends.local_target import engine_kind
-    from tokspeed.load.passes import PROFILE_FIELDS, dataset_passes, describe_offline
     from tokspeed.cli.exit_codes import exit_code_for
-    from tokspeed.cli.fdlimit import ensure_fd_limit
     from tokspeed.cli.report_exports import prepare_run_html, write_run_html
-    from tokspeed.cli.session import build_backend, build_workload
     from tokspeed.reports.console import Console
+    from tokspeed.runner.factory import build_backend, build_workload
+    from tokspeed.runner.fdlimit import ensure_fd_limit
+    from tokspeed.runner.passes import (
+        PROFILE_FIELDS,
+        dataset_passes,
+        describe_embedded,
+        describe_offline,
+        embedded_defaults,
+    )
     from tokspeed.runner.run import execute_points, single_point
 
     given = cfg.model_fields_set  # what the user set, before any target's defaults
@@ -308,7 +311,7 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
     console = Console(quiet=quiet, plain=plain)
     console.starting(cfg, out_dir)
     if embedded and not quiet:
-        console.out.print(f"Measuring the {describe_plan(cfg)}")
+        console.out.print(f"Measuring the {describe_embedded(cfg)}")
     if offline and not quiet:
         console.out.print(f"Measuring {describe_offline(cfg, vllm)}")
     choice = choose_workers(cfg)

@@ -83,8 +83,8 @@ def sim(
 ) -> int:
     from pydantic import ValidationError
 
-    from tokspeed.cli.fdlimit import raise_fd_limit
     from tokspeed.errors import ConfigError
+    from tokspeed.runner.fdlimit import raise_fd_limit
     from tokspeed.sim import SimConfig, run_server
     from tokspeed.sim.faults import parse_fault
 

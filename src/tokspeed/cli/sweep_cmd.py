@@ -7,15 +7,16 @@ so a flag means the same thing everywhere.
 from __future__ import annotations
 
 import inspect
-from typing import Annotated, Any, Callable, Literal, Optional
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, Optional
 
 import typer
 
 from tokspeed.cli.plans import CapacityPlan, Mode
 from tokspeed.cli.run_cmd import dispatch, run
-from tokspeed.config import parse_duration
 from tokspeed.errors import ConfigError
 from tokspeed.runner.sweep import ProbeSettings
+from tokspeed.units import parse_duration
 
 PANEL = "Sweep and capacity"
 

@@ -80,10 +80,6 @@ class Scenario:
     api: Literal["chat", "completions"] = "chat"
     headers: dict[str, str] = field(default_factory=dict)
 
-    @property
-    def last_at_ms(self) -> float:
-        return max(w.at_ms for w in self.writes)
-
 
 # --- event builders -------------------------------------------------------------------------
 

@@ -18,10 +18,10 @@ the measurement back, and no advice about the client would apply.
 
 from __future__ import annotations
 
-from tokspeed.diagnosis.schema import Finding, Severity
 from tokspeed.diagnosis.scopes import Scope, telemetry_scopes
 from tokspeed.diagnosis.thresholds import Thresholds
 from tokspeed.results import Benchmark, RunResult
+from tokspeed.results.findings import Finding, Severity
 
 IN_PROCESS = frozenset({"embedded", "hf", "vllm"})  # target kinds whose engine shares tokspeed's process
 ADVICE = (

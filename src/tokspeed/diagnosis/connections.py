@@ -10,8 +10,8 @@ E2E, which start when the request is sent: a real client that reconnects pays it
 from __future__ import annotations
 
 from tokspeed.diagnosis.context import PointData
-from tokspeed.diagnosis.schema import Finding
 from tokspeed.diagnosis.thresholds import Thresholds
+from tokspeed.results.findings import Finding
 
 
 def reconnects(p: PointData, t: Thresholds) -> list[Finding]:

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import InitVar, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tokspeed.diagnosis.digest import PointDigest, digest_point
 from tokspeed.records import RequestRecord
 from tokspeed.results import Benchmark
-
-if TYPE_CHECKING:
-    from tokspeed.diagnosis.digest import PointDigest
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +36,6 @@ class PointData:
 
     def __post_init__(self, records: Iterable[RequestRecord] | None) -> None:
         if self.given is None:
-            # imported here: digest imports errors, which imports this module
-            from tokspeed.diagnosis.digest import digest_point
-
             object.__setattr__(self, "given", digest_point(records if records is not None else ()))
 
     @property

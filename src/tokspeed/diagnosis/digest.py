@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tokspeed.diagnosis.errors import Cause, advice_for, cause_of
-from tokspeed.diagnosis.tokens import stopped_early
+from tokspeed.diagnosis.causes import Cause, advice_for, cause_of, stopped_early
 from tokspeed.metrics.buffered import BufferedSample
 from tokspeed.metrics.cold_start import ColdStartTally
 from tokspeed.metrics.fit import LinearFit, fit_line

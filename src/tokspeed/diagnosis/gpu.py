@@ -9,7 +9,6 @@ client kept ≥ `busy_concurrency` requests in flight.
 
 from __future__ import annotations
 
-from tokspeed.diagnosis.schema import Finding
 from tokspeed.diagnosis.scopes import (
     Scope,
     in_flight_cap,
@@ -18,6 +17,7 @@ from tokspeed.diagnosis.scopes import (
 )
 from tokspeed.diagnosis.thresholds import Thresholds
 from tokspeed.results import RunResult
+from tokspeed.results.findings import Finding
 from tokspeed.telemetry.schema import GPUSummary
 
 ADVICE = (

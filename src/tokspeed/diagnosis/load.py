@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from tokspeed.diagnosis.schema import Finding
 from tokspeed.diagnosis.scopes import Scope, telemetry_scopes
 from tokspeed.diagnosis.thresholds import Thresholds
 from tokspeed.results import Benchmark, RunResult
+from tokspeed.results.findings import Finding
 
 GAP_ADVICE = (
     "time passes before the server's clock starts: check the network path (latency to the server, TLS "

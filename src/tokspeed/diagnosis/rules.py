@@ -33,14 +33,14 @@ from tokspeed.diagnosis.load import (
     throughput_knee,
     ttft_client_gap,
 )
-from tokspeed.diagnosis.schema import Finding
-from tokspeed.diagnosis.tail import ttft_tail
 from tokspeed.diagnosis.stability import cold_start, too_few_samples, unstable
+from tokspeed.diagnosis.tail import ttft_tail
 from tokspeed.diagnosis.thresholds import DEFAULT, Thresholds
 from tokspeed.diagnosis.tokens import output_length, token_count
 from tokspeed.diagnosis.ttft import ttft_prefill, ttft_prefill_sweep, ttft_queueing
 from tokspeed.records import RequestRecord
 from tokspeed.results import Benchmark, RunResult
+from tokspeed.results.findings import Finding
 
 PointRule = Callable[[PointData, Thresholds], list[Finding]]
 ResultRule = Callable[[RunResult, Thresholds], list[Finding]]

@@ -28,13 +28,13 @@ import statistics
 from typing import TYPE_CHECKING
 
 from tokspeed.diagnosis.context import PointData, pct
-from tokspeed.diagnosis.schema import Finding
 from tokspeed.diagnosis.thresholds import Thresholds
 from tokspeed.metrics.fit import LinearFit
 from tokspeed.metrics.iterations import AcrossIterations
 from tokspeed.metrics.schema import Summary
 from tokspeed.metrics.stats import min_samples_for_ci, required_samples
 from tokspeed.results import Benchmark, RunResult
+from tokspeed.results.findings import Finding
 
 if TYPE_CHECKING:
     from tokspeed.diagnosis.digest import PointDigest

@@ -17,8 +17,8 @@ import math
 import numpy as np
 
 from tokspeed.diagnosis.context import PointData, pct
-from tokspeed.diagnosis.schema import Finding
 from tokspeed.diagnosis.thresholds import Thresholds
+from tokspeed.results.findings import Finding
 
 BIMODAL_ADVICE = (
     "two kinds of request are mixed: prefix-cache hits and misses, replicas of different speed behind a load "

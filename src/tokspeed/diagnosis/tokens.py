@@ -23,9 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from tokspeed.diagnosis.context import PointData, pct, share
-from tokspeed.diagnosis.schema import Finding
 from tokspeed.diagnosis.thresholds import Thresholds
-from tokspeed.records import RequestRecord
+from tokspeed.results.findings import Finding
 
 FIXED_LENGTH = (
     "for fixed output lengths pass --extra-body '{\"ignore_eos\": true}' (vLLM, SGLang, TensorRT-LLM, "
@@ -38,13 +37,6 @@ EXACT_COUNT = "pass --tokenizer PATH (the model's tokenizer.json or directory) f
 def output_length(p: PointData, t: Thresholds) -> list[Finding]:
     found = [_early_stops(p, t), _too_long(p)]
     return [f for f in found if f is not None]
-
-
-def stopped_early(r: RequestRecord) -> bool:
-    """Fewer output tokens than max_tokens, and the server did not say it hit the length (a chunk count
-    under multi-token chunks falls short of max_tokens without the request stopping early)."""
-    return r.output_tokens is not None and r.max_tokens is not None and r.output_tokens < r.max_tokens \
-        and r.finish_reason != "length"
 
 
 def _early_stops(p: PointData, t: Thresholds) -> Finding | None:

@@ -23,11 +23,11 @@ from collections import defaultdict
 from typing import Any
 
 from tokspeed.diagnosis.context import PointData
-from tokspeed.diagnosis.schema import Finding
 from tokspeed.diagnosis.scopes import Scope, telemetry_scopes
 from tokspeed.diagnosis.thresholds import Thresholds
 from tokspeed.metrics.fit import LinearFit
 from tokspeed.results import Benchmark, RunResult
+from tokspeed.results.findings import Finding
 from tokspeed.telemetry.schema import SeriesStats
 
 QUEUE_ADVICE = (

@@ -159,7 +159,7 @@ class RecordMerger:
         benchmarks = [build_benchmark(name, full, records, [])] if measured else []
         if benchmarks and stages is not None:
             from tokspeed.config import RunConfig
-            from tokspeed.metrics.groups import add_groups
+            from tokspeed.results.groups import add_groups
 
             add_groups(benchmarks[0], stages, records, RunConfig.model_construct(slo=[], classes=None))
         self.result = self.result.model_copy(update={

@@ -64,8 +64,8 @@ class LocustOptions:
             "tokspeed_warmup_s": ("--tokspeed-warmup-s", d.warmup_s, "seconds from the start whose requests are warm-up, not measured (default: users/spawn-rate, the ramp; 0 with stages)"),
             "tokspeed_requests": ("--tokspeed-requests", d.requests, "stop after this many measured requests over all workers (0: no limit)"),
             "tokspeed_workers": ("--tokspeed-workers", d.workers, "set by the master: workers sharing --tokspeed-requests"),
-            "tokspeed_stages": ("--tokspeed-stages", d.stages, "concurrency stages, e.g. 'warm:concurrency=4:10s,peak:concurrency=16:20s' (locustfile tokspeed/locust_stages.py)"),
-            "tokspeed_ramp": ("--tokspeed-ramp", d.ramp, "stepped concurrency ramp, e.g. concurrency=1..16:40s:steps=4 (locustfile tokspeed/locust_stages.py)"),
+            "tokspeed_stages": ("--tokspeed-stages", d.stages, "concurrency stages, e.g. 'warm:concurrency=4:10s,peak:concurrency=16:20s' (locustfile tokspeed/distributed/locustfile_stages.py)"),
+            "tokspeed_ramp": ("--tokspeed-ramp", d.ramp, "stepped concurrency ramp, e.g. concurrency=1..16:40s:steps=4 (locustfile tokspeed/distributed/locustfile_stages.py)"),
         }
 
     @classmethod

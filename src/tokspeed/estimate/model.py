@@ -221,11 +221,6 @@ class ModelSpec:
         """FLOPs of one query attending to one cached token, per layer: 2 × heads × (qk + v head dims)."""
         return 2 * self.num_heads * (self.qk_head_dim + self.value_head_dim)
 
-    @property
-    def attention_dim(self) -> int:
-        """heads × head_dim: the width of the attention score and value products (GQA/MHA)."""
-        return self.num_heads * self.head_dim
-
 
 def _spec(name: str, hidden: int, layers: int, heads: int, kv: int, inter: int, vocab: int, **kw: Any) -> ModelSpec:
     return ModelSpec(name, hidden, layers, heads, kv, kw.pop("head_dim", hidden // heads), inter, vocab, **kw)

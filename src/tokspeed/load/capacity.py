@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Generator
 
 KEEP_UP = 0.95  # completed / arrived in the steady window below this (or its noise) = saturated
 CLIENT_SHORT = 0.9  # sent / asked below this = the client could not offer the rate

@@ -1,39 +1,30 @@
-"""From a RunConfig to a scheduled load: its timeline and its workload (trace, stages, ramp, classes).
+"""A scheduled load's defaults and parts: the nominal rate, a mixed workload, the profile flags it refuses.
 
 A scheduled run is an open-loop run (`profile: rate`) whose arrival times come
 from a `Timeline` instead of one rate. `scheduled_defaults` (run while the config
 is validated) sets `profile: rate` and, unless given, a nominal `rate` that sizes
 the connection pool and the pre-opened connections: the highest stage or ramp
 rate, the sum of the classes' rates, or a trace's mean replayed rate.
-`timeline_from_config` draws the timeline (the same for every iteration: the
-seed is the run's), `--requests N` keeping its first N arrivals (for classes
-`requests` is per class). `scheduled_workload` builds what request i sends.
+`ClassedWorkload` is what request i of a mixed run sends. What needs the whole
+RunConfig (the timeline, the plan, the workload) is in `tokspeed.runner.scheduled`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from tokspeed.errors import ConfigError
-from tokspeed.load.classes import ClassConfig, local_indices, merged_timeline
-from tokspeed.load.plan import LoadPlan
+from tokspeed.load.classes import ClassConfig, local_indices
 from tokspeed.load.stages import (
-    StageConfig,
-    closed_loop,
-    closed_windows,
     parse_ramp,
-    segments,
     stages_value,
 )
-from tokspeed.load.timeline import Timeline, segment_schedule
+from tokspeed.load.timeline import Timeline
 from tokspeed.load.trace import load_replay
 from tokspeed.records import RequestSpec
-
-if TYPE_CHECKING:
-    from tokspeed.config import RunConfig
 
 KINDS = ("trace", "stages", "ramp", "classes")
 
@@ -98,37 +89,10 @@ def _get(item: Any, key: str) -> Any:
     return item.get(key) if isinstance(item, dict) else getattr(item, key, None)
 
 
-def timeline_from_config(cfg: RunConfig) -> Timeline | None:
-    """The run's timeline, or None for an ordinary profile."""
-    kind = cfg.scheduled
-    if kind is None:
-        return None
-    if kind == "classes":
-        assert cfg.classes is not None
-        return merged_timeline(cfg.classes, cfg.duration_s, cfg.seed, cfg.requests)  # --requests: per class
-    if kind == "trace":
-        assert cfg.trace is not None
-        timeline = load_replay(cfg.trace, cfg.trace_format, cfg.trace_speed, cfg.trace_window).timeline()
-    else:
-        stages, windows = _stages(cfg)
-        if closed_loop(stages):  # concurrency stages: windows with widths, no precomputed arrivals
-            return Timeline(kind, np.zeros(0, dtype=np.int64), closed_windows(stages))
-        offsets, wins, window_of = segment_schedule(
-            segments(stages), cfg.arrival.value, cfg.burstiness, cfg.seed, windows
-        )
-        timeline = Timeline(kind, offsets, wins, window_of)
-    return _first(timeline, cfg.requests)
 
 
-def _stages(cfg: RunConfig) -> tuple[list[StageConfig], int]:
-    if cfg.ramp is not None:
-        items, windows = parse_ramp(cfg.ramp)
-        return [StageConfig(**s) for s in items], windows
-    assert cfg.stages is not None
-    return list(cfg.stages), 1
-
-
-def _first(timeline: Timeline, n: int | None) -> Timeline:
+def first_arrivals(timeline: Timeline, n: int | None) -> Timeline:
+    """The timeline's first `n` arrivals (`--requests N`); all of it when `n` is None."""
     if n is None or n >= len(timeline):
         return timeline
     cut = timeline.window_of[:n] if timeline.window_of is not None else None
@@ -161,45 +125,7 @@ class ClassedWorkload:
         }
 
 
-def scheduled_workload(cfg: RunConfig, build: Any) -> Any:
-    """The workload of a scheduled run, or None for an ordinary one.
 
-    `build(cfg)` builds an ordinary workload from a config (the CLI's `build_workload`);
-    each class's workload is built from the run's config with the class's settings over it.
-    """
-    if cfg.trace is not None:
-        from tokspeed.workload.trace_source import trace_workload
-
-        replay = load_replay(cfg.trace, cfg.trace_format, cfg.trace_speed, cfg.trace_window)
-        return trace_workload(replay.rows, cfg.trace, cfg.api.value, cfg.tokenizer, cfg.seed)
-    if cfg.classes is None:
-        return None
-    timeline = timeline_from_config(cfg)
-    assert timeline is not None
-    workloads = [build(class_config(cfg, c)) for c in cfg.classes]
-    return ClassedWorkload(timeline, workloads, list(cfg.classes))
-
-
-def class_config(cfg: RunConfig, c: ClassConfig) -> RunConfig:
-    """The run's config as class `c` sees it: its dataset, lengths and SLOs; an ordinary rate profile."""
-    update: dict[str, Any] = {"classes": None, "slo": list(c.slo), "rate": c.rate}
-    for key in ("dataset", "input_tokens", "output_tokens"):
-        if getattr(c, key) is not None:
-            update[key] = getattr(c, key)
-    if c.input_tokens is not None and c.dataset is None:
-        update["dataset"] = "synthetic"
-    try:
-        return cfg.model_copy(update=update)
-    except Exception as exc:
-        raise ConfigError(f"class {c.name!r}: {exc}") from exc
-
-
-def scheduled_plan(cfg: RunConfig) -> LoadPlan:
-    """The LoadPlan of a scheduled run: open loop (capped by max_concurrency), or concurrency stages."""
-    timeline = timeline_from_config(cfg)
-    if timeline is not None and timeline.closed:
-        return LoadPlan(kind="concurrency", workers=cfg.concurrency, timeline=timeline)
-    return LoadPlan(kind="rate", workers=cfg.max_concurrency, rate=cfg.rate, timeline=timeline)
 
 
 def refuse_profile_flags(rate: float | None, concurrency: int | None, synchronous: bool, **scheduled: str | None) -> None:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tokspeed.errors import ConfigError
 from tokspeed.load.timeline import Segment, Window
+from tokspeed.units import parse_duration
 
 DEFAULT_RAMP_WINDOWS = 5
 MAX_CONCURRENCY_STEPS = 100
@@ -35,8 +36,6 @@ RAMP_HINT = "use e.g. --ramp rate=1..20:60s (linear) or --ramp rate=1..20:60s:st
 
 
 def _seconds(value: Any) -> float:
-    from tokspeed.config import parse_duration  # config imports this module
-
     return parse_duration(value)
 
 

@@ -10,8 +10,9 @@ adaptive sweep can use what it learned without knowing the runner.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any, Generator
+from typing import Any
 
 from tokspeed.errors import ConfigError
 

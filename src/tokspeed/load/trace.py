@@ -21,6 +21,7 @@ import numpy as np
 
 from tokspeed.errors import ConfigError, WorkloadError
 from tokspeed.load.timeline import NS, Timeline
+from tokspeed.units import parse_duration
 from tokspeed.workload.trace_formats import TraceFile, TraceRow, read_trace
 
 WINDOW_HINT = "use START:END in trace time, e.g. 60s:180s, 0:5m, 120s: (to the end)"
@@ -39,8 +40,6 @@ class TraceWindow:
 
 def parse_window(text: str | None) -> TraceWindow:
     """`START:END` (durations; either may be empty) -> TraceWindow."""
-    from tokspeed.config import parse_duration
-
     if text is None or not text.strip():
         return TraceWindow()
     start, sep, end = text.partition(":")

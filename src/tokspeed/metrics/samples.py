@@ -19,9 +19,6 @@ from tokspeed.records import RequestRecord, Status
 
 NS_PER_MS = 1_000_000
 
-# the per-request distributions a comparison looks at, by flat-name metric
-FAMILIES: tuple[str, ...] = ("ttft", "itl", "tpot", "e2e")
-
 
 @dataclass(frozen=True, slots=True)
 class RequestSamples:

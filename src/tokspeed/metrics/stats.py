@@ -200,13 +200,13 @@ def order_statistic_ranks(n: int, q: float, confidence: float = CI_CONFIDENCE) -
     below = int(np.searchsorted(cdf, tail, side="right"))  # entries with P(B ≤ j) ≤ α/2
     low_j = k_lo + below - 1  # largest j = l − 1
     high_j = k_lo + int(np.searchsorted(cdf, 1.0 - tail, side="left"))  # smallest j = u − 1
-    l, u = low_j + 1, high_j + 1
-    if l < 1 or u > n or l >= u:
+    lo, u = low_j + 1, high_j + 1
+    if lo < 1 or u > n or lo >= u:
         return None
     upper = 1.0 if u - 1 > k_hi else float(cdf[u - 1 - k_lo])
-    lower = 0.0 if l - 1 < k_lo else float(cdf[l - 1 - k_lo])
+    lower = 0.0 if lo - 1 < k_lo else float(cdf[lo - 1 - k_lo])
     coverage = min(1.0, upper - lower)
-    return l, u, coverage
+    return lo, u, coverage
 
 
 def min_samples_for_ci(q: float, confidence: float = CI_CONFIDENCE) -> int:

@@ -22,7 +22,7 @@ from pathlib import Path
 from time import perf_counter_ns
 from typing import Any
 
-from tokspeed.backends.redact import redact_url
+from tokspeed.backends.credentials import redact_url
 from tokspeed.monitor.alerts import AlertEvent, AlertTracker
 from tokspeed.monitor.exporter import ExportState, make_registry, serve_exporter
 from tokspeed.monitor.files import CappedJsonl

@@ -9,7 +9,6 @@ match what the webhook sends.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from tokspeed.monitor.names import promql
@@ -29,11 +28,6 @@ def rules_document(rules: Sequence[AlertRule], severity: str = "warning") -> dic
         }
         entries.append(entry)
     return {"groups": [{"name": "tokspeed-monitor", "rules": entries}]}
-
-
-def write_rules(path: Path, rules: Sequence[AlertRule]) -> None:
-    """Write the rules YAML to `path` ('-' is not handled here: the CLI prints instead)."""
-    path.write_text(rules_yaml(rules), encoding="utf-8")
 
 
 def rules_yaml(rules: Sequence[AlertRule]) -> str:

@@ -30,13 +30,12 @@ import math
 import re
 from dataclasses import dataclass
 
-from tokspeed.config import parse_duration
 from tokspeed.errors import ConfigError
 from tokspeed.metrics.slo import SLO, parse_slo
+from tokspeed.units import parse_duration
 
 WINDOW_METRICS = ("ttft", "itl", "tpot", "e2e", "decode")  # per-request metrics kept in the window
 ALERT_STATS = ("p50", "p90", "p95", "p99", "p999", "min", "max", "mean")
-GPU_NAMES = ("gpu_utilization_pct",)
 _FOR_RE = re.compile(r"^(?P<cond>.*?)\s+for\s+(?P<dur>\S+)\s*$")
 _GPU_RE = re.compile(r"^\s*(gpu_utilization_pct)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
 _SERVER_RE = re.compile(r"^\s*(server_[a-z0-9_]+)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")

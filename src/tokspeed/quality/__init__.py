@@ -6,10 +6,10 @@ Wilson intervals and compared pairwise with McNemar's exact test (score.py, stat
 written to quality.json / quality.jsonl (session.py); lm-eval scores can be attached (lm_eval.py).
 """
 
+from tokspeed.quality.checkers import Check
 from tokspeed.quality.client import ProbeSettings, ProbeTarget
 from tokspeed.quality.probes import (
     BUILTIN,
-    Check,
     ProbeItem,
     ProbeSet,
     load_probes,

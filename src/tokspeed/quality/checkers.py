@@ -1,4 +1,4 @@
-"""Scoring one response against an item's checks: pure functions, no I/O.
+"""The checks of a probe item (`Check`) and scoring one response against them: pure functions, no I/O.
 
 Every response is first normalised: Unicode NFKC (full-width digits and letters become
 ASCII) and any `<think>…</think>` block removed, so reasoning never counts as the answer.
@@ -20,11 +20,13 @@ import math
 import re
 import unicodedata
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tokspeed.quality.probes import LETTERS, Check
+LETTERS = "ABCDEFGHIJ"
+CheckType = Literal["number", "choice", "regex", "json", "max_words", "max_chars", "language", "recall"]
 
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 _NUMBER = re.compile(r"[-−]?\d+(?:,\d{3})*(?:\.\d+)?|[-−]?\.\d+")
@@ -47,6 +49,52 @@ def normalise(text: str) -> str:
     text = _THINK.sub("", unicodedata.normalize("NFKC", text))
     _, closed, answer = text.rpartition(_CLOSE_THINK)
     return (answer if closed else text).strip()
+
+
+class Check(BaseModel):
+    """One mechanical check of a response; which fields apply depends on `type`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: CheckType
+    answer: float | str | None = Field(None, description="number: the value; choice: the letter; recall: the string")
+    tol: float = Field(0.0, ge=0, description="number: absolute tolerance")
+    rel_tol: float = Field(0.0, ge=0, description="number: relative tolerance")
+    pattern: str | None = Field(None, description="regex: searched in the response (Python syntax)")
+    keys: list[str] | None = Field(None, description="json: keys the object must have")
+    equals: Any = Field(None, description="json: the value the response must equal")
+    limit: int | None = Field(None, ge=1, description="max_words / max_chars: the most allowed")
+    lang: Literal["zh", "en"] | None = Field(None, description="language: the language the answer must be in")
+    min_ratio: float = Field(0.5, gt=0, le=1, description="language: share of letters that must be in `lang`")
+
+    @model_validator(mode="after")
+    def _fields_for_type(self) -> Check:
+        need = {
+            "number": ("answer",),
+            "choice": ("answer",),
+            "recall": ("answer",),
+            "regex": ("pattern",),
+            "max_words": ("limit",),
+            "max_chars": ("limit",),
+            "language": ("lang",),
+        }.get(self.type, ())
+        missing = [name for name in need if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"check type {self.type!r} needs {', '.join(missing)}")
+        if self.type == "number" and not isinstance(self.answer, (int, float)):
+            raise ValueError("check type 'number' needs a numeric answer")
+        if self.type == "choice" and not (isinstance(self.answer, str) and len(self.answer) == 1 and self.answer in LETTERS):
+            raise ValueError(f"check type 'choice' needs answer to be one letter of {LETTERS}")
+        if self.type == "recall" and not isinstance(self.answer, str):
+            raise ValueError("check type 'recall' needs a string answer")
+        if self.type == "json" and self.keys is None and self.equals is None:
+            raise ValueError("check type 'json' needs keys or equals")
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {self.pattern!r} is not a valid regular expression: {exc}") from exc
+        return self
 
 
 def passes(response: str, checks: Sequence[Check]) -> bool:

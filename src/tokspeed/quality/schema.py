@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tokspeed import __version__
+from tokspeed.version import __version__
 
 QUALITY_SCHEMA = "tokspeed.quality/1"
 ALPHA = 0.05  # significance level of the comparison

@@ -16,7 +16,7 @@ from typing import IO
 
 import orjson
 
-from tokspeed.backends.redact import redact_url
+from tokspeed.backends.credentials import redact_url
 from tokspeed.errors import ConfigError, ResultsError, TargetError
 from tokspeed.quality.client import (
     ProbeSettings,

@@ -14,15 +14,15 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tokspeed.comparison import (
+from tokspeed.compare.comparison import (
     BenchmarkComparison,
     Comparison,
     MetricComparison,
     RunComparison,
 )
-from tokspeed.gates import GateResult
-from tokspeed.reports.summary_text import fmt
-from tokspeed.verdicts import format_p
+from tokspeed.compare.gates import GateResult
+from tokspeed.compare.verdicts import format_p
+from tokspeed.reports.format import fmt
 
 HEADERS = ("metric", "{base}", "{other}", "Δ", "ratio (95% CI)", "adj. p", "verdict")
 TEXT_COLUMNS = (0, 6)
@@ -113,13 +113,6 @@ def _table(c: Comparison, run: RunComparison, b: BenchmarkComparison) -> Table:
     for m in b.metrics:
         table.add_row(*row(m), style=_STYLE[m.verdict] or None)
     return table
-
-
-def render_gates(results: Sequence[GateResult]) -> RenderableType:
-    lines = [_gate_line(r) for r in results]
-    failed = sum(r.breached for r in results)
-    summary = f"Gates: {failed} of {len(results)} failed" if failed else f"Gates: all {len(results)} passed"
-    return Group(*(Text(line, style="red" if line.startswith("FAIL") else "green") for line in lines), Text(summary, style="bold red" if failed else "bold green"))
 
 
 def gate_lines(results: Sequence[GateResult]) -> list[str]:

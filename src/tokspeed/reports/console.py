@@ -19,11 +19,12 @@ from rich.live import Live
 from rich.text import Text
 
 from tokspeed.backends.base import TargetInfo
-from tokspeed.backends.redact import redact_url
+from tokspeed.backends.credentials import redact_url
 from tokspeed.config import RunConfig
 from tokspeed.records import RequestRecord
-from tokspeed.reports.summary_text import fmt, render_result
-from tokspeed.runner.executor import Phase
+from tokspeed.reports.format import fmt
+from tokspeed.reports.summary_text import render_result
+from tokspeed.runner.loops import Phase
 from tokspeed.runner.run import RunOutcome
 
 NS = 1_000_000_000

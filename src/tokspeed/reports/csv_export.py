@@ -18,7 +18,7 @@ from tokspeed.metrics import request as rq
 from tokspeed.metrics.schema import Summary
 from tokspeed.records import RequestRecord
 from tokspeed.results import RunResult
-from tokspeed.run_records import records_by_benchmark
+from tokspeed.results.records import records_by_benchmark
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000

@@ -12,8 +12,8 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from tokspeed.diagnosis.schema import Finding
 from tokspeed.results import RunResult
+from tokspeed.results.findings import Finding
 
 DIAGNOSIS_SCHEMA = "tokspeed.diagnosis/1"
 STYLES = {"critical": "bold red", "warning": "yellow", "info": "cyan"}

@@ -12,8 +12,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tokspeed.metrics.groups import GroupResult
-from tokspeed.results import Benchmark
+from tokspeed.results import Benchmark, GroupResult
 
 COLUMNS = ("requests", "offered/s", "sent/s", "lateness p50", "lateness p99", "TTFT p50", "TTFT p99", "E2E p50", "E2E p99", "goodput")
 

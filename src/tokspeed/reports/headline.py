@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokspeed.metrics.schema import Summary
-from tokspeed.reports.summary_text import fmt
+from tokspeed.reports.format import fmt
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tokspeed.comparison import Comparison
+from tokspeed.compare.comparison import Comparison
 from tokspeed.errors import ConfigError
 from tokspeed.records import RequestRecord
 from tokspeed.results import RunResult
 
 if TYPE_CHECKING:
-    from tokspeed.compare import RunData
+    from tokspeed.compare.evidence import RunData
 
 INSTALL_HINT = "plotly and jinja2 are dependencies of tokspeed: reinstall it with pip install -e ."
 

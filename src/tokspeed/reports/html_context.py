@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from tokspeed.compare import RunData
-from tokspeed.comparison import Comparison
+from tokspeed.compare.comparison import Comparison
+from tokspeed.compare.evidence import RunData
 from tokspeed.errors import ConfigError
 from tokspeed.metrics.samples import request_samples
 from tokspeed.metrics.slo import parse_slo
@@ -45,7 +45,7 @@ from tokspeed.reports.summary_text import (
 from tokspeed.reports.telemetry_text import telemetry_lines
 from tokspeed.reports.timeline import latency_over_time, timeline
 from tokspeed.results import Benchmark, RunResult
-from tokspeed.run_records import records_by_benchmark
+from tokspeed.results.records import records_by_benchmark
 
 DISTRIBUTIONS = (("ttft", "TTFT", "requests"), ("itl", "ITL (per token)", "tokens"), ("tpot", "TPOT", "requests"), ("e2e", "E2E latency", "requests"))
 
@@ -235,7 +235,7 @@ def flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
 
 def _verdicts(c: Comparison, bench: int, family: str | None = None, name: str | None = None) -> str:
     """Compare's verdict on the rows a chart shows, per other run: `pr: p50 1.05× worse · p99 n.s.`."""
-    from tokspeed.comparison import compared_metrics
+    from tokspeed.compare.comparison import compared_metrics
 
     wanted = {m.name: m for m in compared_metrics(c.settings.percentiles)
               if (family is not None and m.family == family) or m.name == name}

@@ -22,6 +22,7 @@ from tokspeed.metrics.stats import (
     percentile_name,
     required_samples,
 )
+from tokspeed.reports.format import fmt
 from tokspeed.results import Benchmark, RunResult
 
 ROWS: tuple[tuple[str, str, str], ...] = (
@@ -41,14 +42,6 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("output_tokens", "Output tokens", "tok"),
 )
 STATS = ("mean", "p50", "p90", "p95", "p99", "p999", "max")
-
-
-def fmt(value: float | None, digits: int = 2) -> str:
-    if value is None:
-        return "—"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}f}"
 
 
 def header_lines(result: RunResult) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from tokspeed.reports.summary_text import fmt
+from tokspeed.reports.format import fmt
 from tokspeed.results import CapacityResult, RunResult
 
 COLUMNS = (

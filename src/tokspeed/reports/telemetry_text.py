@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tokspeed.reports.summary_text import fmt
+from tokspeed.reports.format import fmt
 from tokspeed.telemetry.schema import (
     ClientSummary,
     GPUSummary,

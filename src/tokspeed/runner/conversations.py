@@ -33,15 +33,8 @@ from tokspeed.config import RunConfig
 from tokspeed.errors import ConfigError
 from tokspeed.load.plan import NS, LoadPlan, arrival_offsets_ns
 from tokspeed.records import RequestRecord
-from tokspeed.runner.executor import (
-    OnRecord,
-    Phase,
-    SpecSource,
-    cancel_all,
-    gather_or_cancel,
-    run_phase,
-    send_one,
-)
+from tokspeed.runner.executor import run_phase
+from tokspeed.runner.loops import OnRecord, Phase, SpecSource, cancel_all, gather_or_cancel, send_one
 from tokspeed.runner.pacing import sleep_until
 from tokspeed.workload.conversation import ConversationWorkload, parse_think_time
 from tokspeed.workload.prefix import Prefixes, PrefixWorkload, SharedPrefix

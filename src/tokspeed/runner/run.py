@@ -25,12 +25,10 @@ from typing import Any, Protocol
 
 from tokspeed.backends.base import Backend, TargetInfo
 from tokspeed.backends.credentials import url_auth_replacing
-from tokspeed.backends.redact import Redactor
+from tokspeed.backends.redact import Redactor, secret_values
 from tokspeed.config import DURATION_GRACE_MIN_S, SAMPLE_OUTPUTS, RunConfig
 from tokspeed.diagnosis.digest import PointDigest
 from tokspeed.diagnosis.rules import diagnose_point, diagnose_result, ordered
-from tokspeed.diagnosis.schema import Finding
-from tokspeed.environment import capture_environment, server_facts
 from tokspeed.errors import ResultsError, TargetGone, TokspeedError
 from tokspeed.load.plan import LoadPlan
 from tokspeed.metrics.cold_start import add_cold_start
@@ -46,10 +44,12 @@ from tokspeed.results import (
     now_iso,
     read_records,
 )
+from tokspeed.results.findings import Finding
 from tokspeed.runner.checks import measurement_warnings
 from tokspeed.runner.conversations import phase_runner
-from tokspeed.runner.executor import Phase, SpecSource
 from tokspeed.runner.guard import ErrorRateGuard, RunStopped, TargetWatch, run_guarded
+from tokspeed.runner.loops import Phase, SpecSource
+from tokspeed.telemetry.environment import capture_environment, server_facts
 from tokspeed.telemetry.schema import TelemetrySummary
 from tokspeed.telemetry.session import Telemetry, TelemetryOptions
 from tokspeed.telemetry.summary import Mark, Work
@@ -122,7 +122,7 @@ def plan_from_config(cfg: RunConfig) -> LoadPlan:
 
         return conversation_plan(cfg)
     if cfg.scheduled is not None:  # a trace, stages or classes: a precomputed open-loop timeline
-        from tokspeed.load.setup import scheduled_plan
+        from tokspeed.runner.scheduled import scheduled_plan
 
         return scheduled_plan(cfg)
     if cfg.profile == "synchronous":
@@ -199,7 +199,7 @@ class _Run:
     def __init__(self, cfg: RunConfig, out_dir: Path, overwrite: bool) -> None:
         self.cfg = cfg
         self.writer = ResultsWriter(out_dir, epoch_offset_ns=time.time_ns() - time.perf_counter_ns(), overwrite=overwrite,
-                                    redact=Redactor.for_config(cfg).tree)
+                                    redact=config_redactor(cfg).tree)
         self.result = RunResult(
             started_at=now_iso(),
             epoch_offset_ns=self.writer.epoch_offset_ns,
@@ -540,7 +540,7 @@ def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark
     also = guarded.add
     groups = None
     if plan.timeline is not None:  # per stage and per class summaries, in the same pass
-        from tokspeed.metrics.groups import GroupSummaries
+        from tokspeed.results.groups import GroupSummaries
 
         groups = GroupSummaries(plan.timeline, point.cfg)
 
@@ -569,6 +569,15 @@ def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark
         run.point_warnings.append((point.name, state.index, measurement_warnings(bench, point.cfg, digest)))
     run.writer.write_run(run.result)
     return bench
+
+
+def config_redactor(cfg: RunConfig) -> Redactor:
+    """Every secret a run's config holds: the target's, and those of a `--server-metrics` URL."""
+    key = cfg.api_key.get_secret_value() if cfg.api_key is not None else None
+    values = secret_values(cfg.target or "", key, cfg.headers)
+    if cfg.server_metrics:
+        values += secret_values(cfg.server_metrics, None, {})
+    return Redactor(values)
 
 
 def target_headers(cfg: RunConfig) -> dict[str, str]:
@@ -606,7 +615,7 @@ async def _server_environment(run: _Run, cfg: RunConfig) -> None:
         return
     assert cfg.target is not None
     facts = await server_facts(cfg.target, target_headers(cfg))
-    run.result.environment["server"] = Redactor.for_config(cfg).tree(facts)  # a server can echo the key
+    run.result.environment["server"] = config_redactor(cfg).tree(facts)  # a server can echo the key
 
 
 def _point_telemetry(run: _Run, point: LoadPoint, state: _PointState, bench: Benchmark) -> TelemetrySummary | None:

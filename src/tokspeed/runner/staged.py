@@ -22,7 +22,7 @@ import numpy as np
 
 from tokspeed.backends.base import Backend
 from tokspeed.load.timeline import NS, Timeline
-from tokspeed.runner.executor import (
+from tokspeed.runner.loops import (
     OnRecord,
     Phase,
     SpecSource,

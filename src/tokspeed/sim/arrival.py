@@ -8,14 +8,12 @@ the server's latency, so the simulator's log must count it: the connection's
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from time import perf_counter_ns
-
-from typing import Awaitable, Callable
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_server import Server
-
 
 ARRIVAL_KEY = "tokspeed_arrival_ns"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -27,13 +27,13 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tokspeed import __version__
 from tokspeed.sim.arrival import arrival_of
 from tokspeed.sim.log import LogEntry, SimStatus
 from tokspeed.sim.request import RequestError, SimRequest
 from tokspeed.sim.schedule import ResponsePlan, make_plan, sleep_until
 from tokspeed.sim.service import SimService
 from tokspeed.sim.vocab import token_text
+from tokspeed.version import __version__
 from tokspeed.workload.tokens import approx_token_count
 
 NS_PER_MS = 1_000_000

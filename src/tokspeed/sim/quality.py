@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from tokspeed.quality.checkers import passes
-from tokspeed.quality.probes import LETTERS, ProbeItem, load_probes
+from tokspeed.quality.checkers import LETTERS, passes
+from tokspeed.quality.probes import ProbeItem, load_probes
 from tokspeed.sim.schedule import ResponsePlan
 
 if TYPE_CHECKING:

@@ -20,7 +20,6 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tokspeed import __version__
 from tokspeed.sim import inject
 from tokspeed.sim.arrival import arrival_of
 from tokspeed.sim.config import SimConfig
@@ -36,6 +35,7 @@ from tokspeed.sim.request import ApiName, RequestError, SimRequest, parse_reques
 from tokspeed.sim.schedule import Chunk, ResponsePlan, Timing, make_plan, sleep_until
 from tokspeed.sim.stream import ChunkEncoder, error_body, response_body, usage_dict
 from tokspeed.sim.vocab import token_text
+from tokspeed.version import __version__
 
 SHUTDOWN_GRACE_S = 2.0  # on shutdown, in-flight requests may run this long before being cancelled
 COMMENT_EVERY = 4  # with sse_comments: one comment before the first token, then every 4 chunks

@@ -18,8 +18,7 @@ from pathlib import Path
 from time import perf_counter_ns
 from typing import Any
 
-from tokspeed.backends.credentials import url_auth_replacing
-from tokspeed.backends.redact import redact_url
+from tokspeed.backends.credentials import redact_url, url_auth_replacing
 from tokspeed.telemetry import server as srv
 from tokspeed.telemetry.client import ClientProbe, client_cpu_seconds
 from tokspeed.telemetry.gpu import NvmlGpus, load_nvml, open_nvml

@@ -2,7 +2,6 @@
 
     EmbeddedBackend(size="small", api="chat")     the Backend for targets embedded[:tiny|:small]
     export_model(path, size="small")              save it as a Hugging Face model directory
-    embedded_defaults(cfg) -> RunConfig           CPU-sized defaults for an embedded run
     is_embedded_target(target) -> bool            None, "embedded", "embedded:SIZE"
 
 Modules: `sizes` (the architectures), `hardware` (dtype and thread choice),
@@ -18,8 +17,6 @@ from tokspeed.backends.embedded.backend import EmbeddedBackend, describe
 from tokspeed.backends.embedded.defaults import (
     EMBEDDED_OUTPUT_TOKENS,
     EMBEDDED_REQUESTS,
-    describe_plan,
-    embedded_defaults,
     embedded_size,
     is_embedded_target,
     normalise_embedded_target,
@@ -44,8 +41,6 @@ __all__ = [
     "choose_dtype",
     "choose_threads",
     "describe",
-    "describe_plan",
-    "embedded_defaults",
     "embedded_size",
     "export_model",
     "get_size",

@@ -15,13 +15,14 @@ tokenizer, else one per token-bearing event. The server's timings and counts are
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
 
 from tokspeed.backends.base import TargetInfo
+from tokspeed.backends.credentials import redact_url
 from tokspeed.backends.exchange import (
     DONE,
     ERROR_SNIPPET,
@@ -44,10 +45,12 @@ from tokspeed.backends.http1 import Endpoint, Pool, request_head
 from tokspeed.backends.native.ndjson import NDJSONDecoder
 from tokspeed.backends.native.protocol import NativeProtocol, NativeState
 from tokspeed.backends.pooled import HTTPSettings, PooledHTTPBackend
-from tokspeed.backends.redact import redact_url
 from tokspeed.backends.sse import SSEDecoder
 from tokspeed.errors import TargetError
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status
+
+if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations are strings here, so only the checker needs it
+    from typing_extensions import Unpack
 
 
 class NativeHTTPBackend(PooledHTTPBackend["_NativeResponse"]):

@@ -78,6 +78,7 @@ class NativeProtocol(ABC):
 
     def on_headers(self, headers: dict[str, str], state: NativeState) -> None:
         """Server timings sent as response headers (TGI); most protocols send none."""
+        return None
 
     # discovery -----------------------------------------------------------------------
     def info_path(self, model: str | None) -> str | None:

@@ -4,7 +4,7 @@
     require_vllm()                                   ConfigError "vllm is not installed" + hint
 
 With no load profile given, a vllm: target runs the offline throughput mode
-(`tokspeed.load.passes`: all prompts of an iteration at once, one warm-up).
+(`tokspeed.runner.passes`: all prompts of an iteration at once, one warm-up).
 Modules: `engine` (the worker thread and its step loop), `backend`,
 `requirements`. vLLM is an optional dependency, imported only once a model is loaded.
 """

@@ -4,7 +4,7 @@ A `llm.generate(prompts)` benchmark script, measured per request: `LLM(model=PAT
 is built in a worker thread (see engine.py), and every request tokspeed sends
 becomes one `add_request` to its engine, batched with whatever else is in
 flight (continuous batching, as in `llm.generate`). With the default load for
-vllm: targets (tokspeed.load.passes) all requests of an iteration are submitted at
+vllm: targets (tokspeed.runner.passes) all requests of an iteration are submitted at
 once, as `llm.generate(prompts, sampling_params)` does.
 
 Records are filled as the HTTP backend fills them: `sent_ns` when the request

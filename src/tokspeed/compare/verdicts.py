@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokspeed.comparison import CompareSettings, Metric, Test, Verdict
+from tokspeed.compare.comparison import CompareSettings, Metric, Test, Verdict
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Compare saved runs against a baseline: values, deltas, ratios with uncertainty, verdicts.
 
-Pure: runs (result + records) in, a `Comparison` (see `tokspeed.comparison`) out.
+Pure: runs (result + records) in, a `Comparison` (see `tokspeed.compare.comparison`) out.
 For each pair of benchmarks (matched by position) and each compared metric
 (method in full: docs/compare.md):
 
@@ -16,7 +16,7 @@ For each pair of benchmarks (matched by position) and each compared metric
 * error rate: Fisher's exact test on errored / finished requests.
 
 The p-values of one benchmark's metrics are adjusted together (Benjamini–Hochberg);
-`tokspeed.verdicts` turns that evidence into a verdict and a sentence. Runs whose
+`tokspeed.compare.verdicts` turns that evidence into a verdict and a sentence. Runs whose
 workload, target or load differ are flagged in `differences`, never silently compared.
 """
 
@@ -25,10 +25,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
-from tokspeed.comparison import (
+from tokspeed.compare.comparison import (
     BenchmarkComparison,
     CompareSettings,
     Comparison,
@@ -38,7 +39,8 @@ from tokspeed.comparison import (
     RunRef,
     compared_metrics,
 )
-from tokspeed.gates import Gate, GateResult, judge
+from tokspeed.compare.gates import Gate, GateResult, judge
+from tokspeed.compare.verdicts import Evidence, Finding, sentence, verdict, word
 from tokspeed.metrics.samples import RequestSamples, request_samples
 from tokspeed.metrics.significance import (
     ClusteredSample,
@@ -51,8 +53,7 @@ from tokspeed.metrics.significance import (
 )
 from tokspeed.records import RequestRecord
 from tokspeed.results import Benchmark, IterationResult, RunResult
-from tokspeed.run_records import records_by_benchmark
-from tokspeed.verdicts import Evidence, Finding, sentence, verdict, word
+from tokspeed.results.records import records_by_benchmark
 
 THROUGHPUT = ("output_tokens_per_s", "requests_per_s")
 # config keys that change what is measured; load keys matter only for their profile
@@ -104,6 +105,12 @@ class _Side:
     bench: Benchmark
     samples: RequestSamples | None
     boot: dict[str, np.ndarray]  # family -> resamples × quantiles (in METRICS order)
+
+def run_labels(paths: Sequence[Path]) -> list[str]:
+    """A label per run: its directory's name; its path where names repeat; `#i` where paths repeat too."""
+    names = [p.resolve().name or str(p) for p in paths]
+    labels = [n if names.count(n) == 1 else str(p) for n, p in zip(names, paths)]
+    return [lab if labels.count(lab) == 1 else f"{lab}#{i + 1}" for i, lab in enumerate(labels)]
 
 
 def compare_runs(base: RunData, others: Sequence[RunData], settings: CompareSettings | None = None) -> Comparison:

@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from tokspeed import __version__
+from tokspeed.version import __version__
 
 PACKAGES = (
     "tokspeed", "aiohttp", "orjson", "uvloop", "numpy", "pydantic", "psutil", "nvidia-ml-py",

@@ -13,7 +13,7 @@ refused (None) rather than guessed, and callers fall back to summaries alone.
 from __future__ import annotations
 
 from tokspeed.records import RequestRecord
-from tokspeed.results import Benchmark
+from tokspeed.results.run_json import Benchmark
 
 
 def records_by_benchmark(

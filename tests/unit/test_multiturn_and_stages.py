@@ -1,4 +1,4 @@
-"""Regression tests from the review of the native-protocol, multi-turn and scheduled-load code.
+"""Edge cases of native protocols, multi-turn conversations and scheduled loads (stages, classes).
 
 Each test pins one bug that was found and fixed (see the assertions' comments for what was wrong).
 """
@@ -15,7 +15,7 @@ from tokspeed.runner.conversations import (
     run_conversations,
     shape_workload,
 )
-from tokspeed.runner.executor import Phase
+from tokspeed.runner.loops import Phase
 from tokspeed.workload.conversation import ConversationWorkload, parse_think_time
 from tokspeed.workload.source import load_workload
 

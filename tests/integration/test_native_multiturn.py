@@ -14,6 +14,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
+
 from harness import SimServer, load_json, records, run_cli, start_run, wait_for_records
 
 USER_TOKENS = 20

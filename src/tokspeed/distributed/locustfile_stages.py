@@ -1,12 +1,12 @@
-"""tokspeed's locustfile with concurrency stages: tokspeed.locust plus a LoadTestShape.
+"""tokspeed's locustfile with concurrency stages: tokspeed.distributed.locustfile plus a LoadTestShape.
 
     tokspeed locust master --target http://llm:8000/v1 --stages 'warm:concurrency=4:10s,peak:concurrency=16:20s' ...
-    locust -f $(python -c "import tokspeed.locust_stages as m; print(m.__file__)") --host http://llm:8000/v1 \\
+    locust -f $(python -c "import tokspeed.distributed.locustfile_stages as m; print(m.__file__)") --host http://llm:8000/v1 \\
         --headless --spawn-rate 10 --tokspeed-stages 'warm:concurrency=4:10s,peak:concurrency=16:20s'
 
 A separate file because Locust uses any shape class its locustfile defines, and a shape
 overrides --users/--run-time: the plain locustfile keeps them. Only the master runs the shape;
-the workers run `tokspeed/locust.py` (the same user class). Each tick (Locust ticks once a
+the workers run `tokspeed/distributed/locustfile.py` (the same user class). Each tick (Locust ticks once a
 second) the shape looks up the stage holding now (`distributed.shaping.StagePlan`); when the
 stage changes it first tells every worker the stage's name (`tokspeed_stage`: requests
 started from then on carry that `stage`), then asks Locust for the stage's users at the
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from locust import LoadTestShape
 
-from tokspeed.locust import _MASTER, STAGE_MESSAGE, MasterSide, TokspeedUser
+from tokspeed.distributed.locustfile import _MASTER, STAGE_MESSAGE, MasterSide, TokspeedUser
 
 __all__ = ["TokspeedStages", "TokspeedUser"]
 
@@ -36,7 +36,7 @@ class TokspeedStages(LoadTestShape):
         assert runner is not None, "Locust sets the runner before the first tick"
         master: MasterSide | None = getattr(runner.environment, _MASTER, None)
         if master is None or master.stages is None:
-            raise SystemExit("tokspeed.locust_stages needs --tokspeed-stages or --tokspeed-ramp")
+            raise SystemExit("tokspeed.distributed.locustfile_stages needs --tokspeed-stages or --tokspeed-ramp")
         k = master.stages.at(self.get_run_time())
         if k is None:
             return None

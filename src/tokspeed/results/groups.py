@@ -20,26 +20,17 @@ own records, so every metric of a point exists per stage and per class:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
-
-from tokspeed.metrics.schema import Goodput, Summary
+from tokspeed.metrics.schema import Goodput
 from tokspeed.metrics.slo import parse_slo
 from tokspeed.metrics.summary import SummaryBuilder
 from tokspeed.records import RequestRecord
+from tokspeed.results.run_json import Benchmark, GroupResult
 
 if TYPE_CHECKING:
     from tokspeed.config import RunConfig
     from tokspeed.load.timeline import Timeline, Window
-    from tokspeed.results import Benchmark
-
-
-class GroupResult(BaseModel):
-    """One stage or class of a point: what it asked for and the summary of its requests."""
-
-    profile: dict[str, Any] = Field(default_factory=dict)
-    summary: Summary
 
 
 def add_groups(bench: Benchmark, timeline: Timeline, records: Iterable[RequestRecord], cfg: RunConfig) -> None:

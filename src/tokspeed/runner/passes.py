@@ -1,4 +1,6 @@
-"""How many requests an iteration makes over a prompt file, and the offline throughput mode.
+"""What a run's config becomes for its target: passes over a prompt file, the offline mode, the embedded defaults.
+
+How many requests an iteration makes over a prompt file, and the offline throughput mode.
 
 A prompt file is a set of representative requests, so an iteration over one is one pass:
 unless `--requests` or `--duration` says otherwise, `tokspeed run --dataset FILE
@@ -16,6 +18,16 @@ from __future__ import annotations
 from collections.abc import Set
 from typing import Any
 
+from tokspeed.backends.embedded.defaults import (
+    EMBEDDED_OUTPUT_TOKENS,
+    EMBEDDED_REQUESTS,
+    RANDOM_WEIGHTS_NOTE,
+    embedded_size,
+    is_embedded_target,
+    normalise_embedded_target,
+)
+from tokspeed.backends.embedded.hardware import choose_dtype, choose_threads
+from tokspeed.backends.embedded.sizes import get_size
 from tokspeed.config import DEFAULT_REQUESTS, RunConfig
 from tokspeed.errors import ConfigError
 
@@ -61,3 +73,29 @@ def describe_offline(cfg: RunConfig, vllm: bool) -> str:
     engine = "vLLM's offline engine" if vllm else "the target"
     return (f"offline throughput on {engine}: all {cfg.requests or cfg.concurrency} requests of each iteration "
             f"submitted at once, {warm}")
+
+
+def embedded_defaults(cfg: RunConfig) -> RunConfig:
+    """The config with the embedded target made explicit and CPU-sized defaults for what was not set.
+
+    Unchanged when the target is a server. `--requests`/`--duration`,
+    `--max-tokens` and the load profile the user gave are kept as given.
+    """
+    if not is_embedded_target(cfg.target):
+        return cfg
+    given = cfg.model_fields_set
+    update: dict[str, object] = {"target": normalise_embedded_target(cfg.target)}
+    if not {"requests", "duration_s"} & given:
+        update["requests"] = EMBEDDED_REQUESTS
+    if "output_tokens" not in given:
+        update["output_tokens"] = EMBEDDED_OUTPUT_TOKENS
+    return cfg.model_copy(update=update)
+
+
+def describe_embedded(cfg: RunConfig) -> str:
+    """What will be measured, before the model is built (dtype and threads chosen the same way), and what
+    its output means: two lines."""
+    from tokspeed.backends.embedded.backend import describe
+
+    size = get_size(embedded_size(cfg.target))
+    return describe(size.name, choose_dtype(), choose_threads(), size.parameter_count()) + "\n" + RANDOM_WEIGHTS_NOTE

@@ -10,7 +10,7 @@ both do nothing.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tokspeed.errors import ConfigError
 

@@ -1,4 +1,4 @@
-"""Monitor review of d5e6b3b: alert thresholds keep their exact value in names, expressions and PromQL;
+"""Monitor alerts: thresholds keep their exact value in names, expressions and PromQL;
 a webhook URL's secret (Slack-style token path, password, query key) never reaches the log."""
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""Build the run's collaborators (workload, backend) from a validated config."""
+"""Build a run's collaborators from a validated config: its workload and its backend (the backend factory).
+
+`build_backend(cfg, workload)` picks the backend a target names: an OpenAI-compatible or native-protocol
+HTTP server (`http_backend`, pooled over client processes with `--workers N`), the embedded model, or an
+in-process engine (`hf:PATH`, `vllm:PATH`). The CLI and `tokspeed.api` both build runs here.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,9 @@ from tokspeed.backends.base import Backend
 from tokspeed.backends.engine_options import EngineOptions
 from tokspeed.backends.native import NativeHTTPBackend, native_protocol, workload_api
 from tokspeed.backends.openai_http import OpenAIHTTPBackend
-from tokspeed.cli.workers import WORKER_COMMAND, WorkerChoice, choose_workers, worker_settings
 from tokspeed.config import SAMPLE_OUTPUTS, Api, RunConfig
 from tokspeed.errors import ConfigError
+from tokspeed.runner.workers import WORKER_COMMAND, WorkerChoice, choose_workers, worker_settings
 from tokspeed.workload import load_workload
 from tokspeed.workload.images import SpecWorkload, with_images
 from tokspeed.workload.tokens import load_counter
@@ -21,7 +26,7 @@ KEEP_ALL_TEXTS = 1 << 62  # keep_text_for that covers every request index (--tok
 def build_workload(cfg: RunConfig) -> SpecWorkload:
     """The run's prompts; embeddings send the prompt text as `input`, chat may attach images."""
     if cfg.scheduled in ("trace", "classes"):  # a trace's lengths, or each class's own workload
-        from tokspeed.load.setup import scheduled_workload
+        from tokspeed.runner.scheduled import scheduled_workload
 
         return scheduled_workload(cfg, build_workload)  # type: ignore[no-any-return]
     embeddings = cfg.api is Api.EMBEDDINGS

@@ -1,6 +1,6 @@
 """tokspeed's Locust user and its master/worker plumbing: a locustfile, run only inside Locust.
 
-    locust -f $(python -c "import tokspeed.locust as m; print(m.__file__)") --host http://llm:8000/v1
+    locust -f $(python -c "import tokspeed.distributed.locustfile as m; print(m.__file__)") --host http://llm:8000/v1
 
 Importing this module imports Locust, which monkey-patches the process with gevent: nothing in
 tokspeed imports it; `tokspeed locust master|worker` runs it in a `locust` subprocess.
@@ -16,7 +16,7 @@ tokspeed imports it; `tokspeed locust master|worker` runs it in a `locust` subpr
 - Warm-up, `--tokspeed-requests N` and stages (`distributed.shaping`): a request started in the
   first `--tokspeed-warmup-s` seconds (default: the spawn ramp) is warm-up, left out of the
   statistics; each worker sends its share of N measured requests and the master stops at N;
-  the concurrency stages' LoadTestShape lives in `tokspeed/locust_stages.py` (this file plus
+  the concurrency stages' LoadTestShape lives in `tokspeed/distributed/locustfile_stages.py` (this file plus
   the shape), each record labelled with the stage the master announced when it started.
 - A worker that cannot start (target unreachable, no model) prints one `Error:` line, tells
   the master why (`tokspeed_failed`) and quits; the master's run.json says "failed" and why.
