@@ -190,6 +190,17 @@ app.command("import", help=import_dirs.__doc__)(import_dirs)
 app.command("check", help=check.__doc__)(check)
 
 
+def tag_values(items: list[str]) -> dict[str, str]:
+    """`--tag k=v` (repeatable) -> {k: v}; a key given twice keeps its last value."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--tag {item!r} is not KEY=VALUE", hint="e.g. --tag release=1.4 --tag branch=main")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def catalogue_run(console: Any, directory: Path, cfg: RunConfig, location: CatalogLocation, quiet: bool = False) -> None:
     """Register a finished run (the hook of run, sweep and capacity): one line, never an exception."""
     from tokspeed.history.register import register_quietly
@@ -216,7 +227,6 @@ def open_catalogue(flag: str | None) -> Catalogue:
 
 def run_filter(target: str | None, model: str | None, tags: list[str] | None, since: str | None, until: str | None,
                statuses: tuple[str, ...] = (), limit: int | None = None) -> RunFilter:
-    from tokspeed.cli.run_cmd import tag_values
     from tokspeed.history.store import RunFilter
 
     return RunFilter(target=target, model=model, tags=tag_values(tags) if tags else {},

@@ -241,7 +241,7 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         "stages": stages,
         "ramp": ramp,
         "token_audit": True if token_audit else None,
-        "tags": tag_values(tag) if tag else None,
+        "tags": _tags(tag),
         "deployment_commit": deployment_commit.strip() if deployment_commit and deployment_commit.strip() else None,
     }
     refuse_profile_flags(rate_r, concurrency_n, synchronous, trace=trace, stages=stages, ramp=ramp)
@@ -459,15 +459,10 @@ def _normalise_target(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
-def tag_values(items: list[str]) -> dict[str, str]:
-    """`--tag k=v` (repeatable) -> {k: v}; a key given twice keeps its last value."""
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--tag {item!r} is not KEY=VALUE", hint="e.g. --tag release=1.4 --tag branch=main")
-        out[key.strip()] = value.strip()
-    return out
+def _tags(items: list[str] | None) -> dict[str, str] | None:
+    from tokspeed.cli.history_cmd import tag_values  # the tags' syntax is the history's: it filters by them
+
+    return tag_values(items) if items else None
 
 
 def _headers(items: list[str]) -> dict[str, str]:
