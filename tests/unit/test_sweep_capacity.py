@@ -136,7 +136,7 @@ def test_list_values_and_sweeps() -> None:
 def test_auto_sweep_spreads_rates_between_sync_and_saturation() -> None:
     sweep = auto_sweep(rates=3, saturation=32)
     assert next(sweep).overrides == {"profile": "synchronous"}
-    assert sweep.send(2.0).overrides == {"profile": "concurrency", "concurrency": 32}
+    assert sweep.send(2.0).overrides == {"profile": "concurrency", "concurrency": 32, "requests": 128}
     rates = [sweep.send(10.0).overrides["rate"]] + [p.overrides["rate"] for p in sweep]
     assert rates == pytest.approx([4.0, 6.0, 8.0])
     assert spread(2.0, 10.0, 3) == pytest.approx(rates)

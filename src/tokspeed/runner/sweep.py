@@ -17,7 +17,7 @@ import numpy as np
 from tokspeed.backends.base import Backend
 from tokspeed.config import RunConfig
 from tokspeed.errors import ConfigError
-from tokspeed.load.capacity import CLIENT_SHORT, Capacity, Outcome, ProbeLog, Search, bracket, judge
+from tokspeed.load.capacity import CLIENT_SHORT, Capacity, Outcome, ProbeLog, Search, bracket, crossing, judge
 from tokspeed.load.sweep import Sweep
 from tokspeed.metrics.fit import fit_line
 from tokspeed.metrics.sustained import window_arrivals
