@@ -5,16 +5,19 @@
 
 For each shape (K slots, FIFO, fixed nominal service time on `tokspeed sim --max-concurrency K`)
 and SLO, `tokspeed capacity` runs with its defaults except the probe length; the truth is a
-simulation of the same K-slot queue over the service times the simulator really took in that run
-(its log), bisected for the rate at which the SLO's percentile holds at steady state
-(tests/integration/queue_truth.py). Printed: the searched req/s, the truth, their ratio, the
-server's ceiling K / mean service, and the search's probes, requests and wall time.
+simulation of the same K-slot queue replaying the service times the simulator really took in that
+run (its log, in order, from the probes near the answer) and the client's legs, bisected for the
+rate at which the SLO's percentile holds at steady state (tests/integration/queue_truth.py).
+Printed: the searched req/s, the truth, their ratio, the truth on each half of the requests (apart:
+the machine's load changed during the search), the server's ceiling K / mean service, the search's
+probes, requests and wall time, and the machine's load average before and after.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -50,12 +53,14 @@ def one(shape: tuple, probe: str, warm: str, tmp: Path) -> dict:
         wall = time.monotonic() - began
     finally:
         stop(proc)
-    cap = json.loads((out / "run.json").read_text())["capacity"]
+    result = json.loads((out / "run.json").read_text())
+    cap = result["capacity"]
     entries = {json.loads(line)["id"]: json.loads(line) for line in log.read_text().splitlines()}
-    service = queue_truth.Service.of(entries)
-    truth = queue_truth.capacity(slots, service, arrival, metric, pct, limit / 1000)
+    records = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    truth, service = queue_truth.truth(slots, entries, records, result, arrival, metric, pct, limit / 1000)
+    halves = queue_truth.steadiness(slots, service, arrival, metric, pct, limit / 1000)
     return {"shape": f"{slots} slots × {ttft}+{tokens - 1}×{itl} ms, {arrival}, {slo}", "found": cap["requests_per_s"],
-            "truth": truth, "ceiling": service.max_rate(slots), "probes": len(cap["probes"]),
+            "truth": truth, "halves": halves, "ceiling": service.max_rate(slots), "probes": len(cap["probes"]),
             "requests": cap["requests_spent"], "wall_s": wall, "stopped": cap["stopped_by"]}
 
 
@@ -65,13 +70,17 @@ def main() -> None:
     ap.add_argument("--probe-warmup", default="3s")
     args = ap.parse_args()
     print(f"probes: {args.probe_warmup} held, then a {args.probe_duration} window")
-    print(f"{'shape':58} {'found':>8} {'truth':>8} {'ratio':>6} {'ceiling':>8} {'probes':>6} {'requests':>8} {'wall s':>7}")
+    print(f"{'shape':58} {'found':>8} {'truth':>8} {'ratio':>6} {'halves':>13} {'ceiling':>8} {'probes':>6} "
+          f"{'requests':>8} {'wall s':>7}  load")
     with tempfile.TemporaryDirectory() as tmp:
         for shape in SHAPES:
+            before = os.getloadavg()[0]
             r = one(shape, args.probe_duration, args.probe_warmup, Path(tmp))
             found = r["found"] or float("nan")
-            print(f"{r['shape']:58} {found:8.2f} {r['truth']:8.2f} {found / r['truth']:6.3f} {r['ceiling']:8.2f} "
-                  f"{r['probes']:6d} {r['requests']:8,d} {r['wall_s']:7.0f}  ({r['stopped']})", flush=True)
+            halves = f"{r['halves'][0]:.1f}/{r['halves'][1]:.1f}"
+            print(f"{r['shape']:58} {found:8.2f} {r['truth']:8.2f} {found / r['truth']:6.3f} {halves:>13} "
+                  f"{r['ceiling']:8.2f} {r['probes']:6d} {r['requests']:8,d} {r['wall_s']:7.0f}  "
+                  f"{before:.1f}→{os.getloadavg()[0]:.1f} ({r['stopped']})", flush=True)
 
 
 if __name__ == "__main__":

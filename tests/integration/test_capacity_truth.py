@@ -1,10 +1,16 @@
 """Capacity search against K-slot servers whose steady-state answer the test computes itself.
 
-The simulator serves 4 requests at a time, FIFO, 40 ms each (8 ms to the first token, then 16
-tokens 2 ms apart); the truth is `queue_truth.capacity` over the service times the simulator
-really took in this run (its own log), so a loaded machine moves the truth and the measurement
-together. The search must land within 5% of that answer and never above 4 / mean service, the
-most the server can complete.
+The simulator serves 4 requests at a time, FIFO, 40 ms each (8 ms to the first token, then 4
+tokens 8 ms apart: few chunks, so little CPU for the simulator and the client on a shared machine);
+the truth is `queue_truth.truth`: the K-slot queue replaying the service times the simulator
+really took in this run (its own log, in order, from the probes near the answer) and the client's
+legs, so a loaded machine moves the truth and the measurement together. The search must land
+within 5% of that answer and never above 4 / mean service, the most the server can complete.
+
+Where there is no one answer to find the test skips, saying why: the client could not send the
+rates (the search stops "client"), or the machine's load changed during the run so much that the
+two halves of its requests give capacities 10% apart (another test starting beside this one; then
+the search may also run out of its --max-time, wandering after a probe that a stall failed).
 """
 
 from __future__ import annotations
@@ -15,11 +21,12 @@ from pathlib import Path
 import pytest
 
 import queue_truth
-from harness import SimServer, load_json, run_cli
+from harness import SimServer, load_json, records, run_cli
 
 SLOTS = 4
-SIM = ("--ttft-ms", "8", "--itl-ms", "2", "--max-concurrency", str(SLOTS))
-WORKLOAD = ("--dataset", "synthetic", "--input-tokens", "16", "--max-tokens", "17", "--extra-body", '{"ignore_eos": true}')
+SIM = ("--ttft-ms", "8", "--itl-ms", "8", "--max-concurrency", str(SLOTS))
+WORKLOAD = ("--dataset", "synthetic", "--input-tokens", "16", "--max-tokens", "5", "--extra-body", '{"ignore_eos": true}')
+UNSTEADY = 0.10  # the halves' capacities this far apart: the machine changed under the run
 
 
 def search(sim: SimServer, out: Path, *args: str) -> tuple[dict, dict]:
@@ -33,10 +40,10 @@ def search(sim: SimServer, out: Path, *args: str) -> tuple[dict, dict]:
 @pytest.mark.parametrize(
     "arrival,slo,metric,percentile,limit_ms,probe",
     [
-        ("poisson", "ttft_p90_ms<=60", "ttft", 90, 60, "8s"),
-        ("poisson", "e2e_p90_ms<=90", "e2e", 90, 90, "8s"),
-        ("constant", "ttft_p99_ms<=50", "ttft", 99, 50, "4s"),
-        ("constant", "e2e_p99_ms<=80", "e2e", 99, 80, "4s"),
+        ("poisson", "ttft_p90_ms<=60", "ttft", 90, 60, "20s"),
+        ("poisson", "e2e_p90_ms<=90", "e2e", 90, 90, "20s"),
+        ("constant", "ttft_p99_ms<=50", "ttft", 99, 50, "8s"),
+        ("constant", "e2e_p99_ms<=80", "e2e", 99, 80, "8s"),
     ],
 )
 def test_capacity_matches_the_steady_state_queue(
@@ -45,16 +52,21 @@ def test_capacity_matches_the_steady_state_queue(
 ) -> None:
     sim = start_sim(*SIM)
     result, cap = search(sim, tmp_path / "c", "--arrival", arrival, "--slo", slo, "--start", "40",
-                         "--probe-duration", probe, "--probe-warmup", "1s")
-    service = queue_truth.Service.of(sim.entries())
-    truth = queue_truth.capacity(SLOTS, service, arrival, metric, percentile, limit_ms / 1000)
+                         "--probe-duration", probe, "--probe-warmup", "1s", "--max-time", "6m")
+    if cap["stopped_by"] == "client":
+        pytest.skip(f"the client could not send the rates asked (machine too loaded): {cap['finding']}")
+    truth, service = queue_truth.truth(SLOTS, sim.entries(), records(tmp_path / "c"), result, arrival, metric,
+                                       percentile, limit_ms / 1000)
+    halves = queue_truth.steadiness(SLOTS, service, arrival, metric, percentile, limit_ms / 1000)
+    if abs(halves[0] - halves[1]) > UNSTEADY * truth:
+        pytest.skip(f"no steady answer: the machine's load changed during the run (capacity {halves[0]:.1f} on the "
+                    f"first half of the requests near the answer, {halves[1]:.1f} on the second)")
     ceiling = service.max_rate(SLOTS)
     found = cap["requests_per_s"]
+    print(f"{arrival} {slo}: found {found:.2f} truth {truth:.2f} ({found / truth - 1:+.1%}) halves {halves[0]:.2f} "
+          f"{halves[1]:.2f} ceiling {ceiling:.2f}, {len(cap['probes'])} probes")  # pytest -s shows the figures
     assert cap["stopped_by"] == "bracket", cap
-    # constant arrivals: within 5%. Poisson: within 12% here — the truth resamples service times one by one,
-    # while on a loaded 2-core machine the simulator's stalls hit all its slots at once (correlated), which
-    # queues more than the model says; seen: -4% to -9% on a machine running two other test streams
-    assert found == pytest.approx(truth, rel=0.05 if arrival == "constant" else 0.12), (found, truth, ceiling)
+    assert found == pytest.approx(truth, rel=0.05), (found, truth, ceiling, halves)
     assert found <= ceiling * 1.01, (found, ceiling)
     lo, hi = cap["interval_requests_per_s"]
     assert lo <= found and hi is not None and hi >= found

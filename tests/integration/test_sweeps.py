@@ -106,6 +106,28 @@ def test_auto_sweep_and_nothing_to_sweep(start_sim: Callable[..., SimServer], tm
     assert p.returncode == 2 and "nothing to sweep" in p.stderr
 
 
+def test_auto_sweeps_saturated_point_is_what_the_k_slot_server_sustains(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    """4 slots of ~42 ms: the server completes 4 / mean service (its own log). The saturated point's
+    throughput is that, within 5%, and the open-loop rates are spread up to it (not up to completions
+    over a window holding the drain, nor a steady window of 36 requests that read 103 of 96 req/s)."""
+    import queue_truth
+
+    from tokspeed.load.sweep import spread
+
+    sim = start_sim("--ttft-ms", "8", "--itl-ms", "2", "--max-concurrency", "4")
+    result = sweep("sweep", "--target", sim.url, "--dataset", "synthetic", "--input-tokens", "16", "--max-tokens", "17",
+                   "--extra-body", '{"ignore_eos": true}', "--warmup", "10", "--no-telemetry", "--out", str(tmp_path / "a"),
+                   "--auto")
+    ceiling = queue_truth.Service.of(sim.entries()).max_rate(4)
+    sync, saturated = (b["summary"]["throughput"]["sustained_requests_per_s"] for b in result["benchmarks"][:2])
+    assert saturated == pytest.approx(ceiling, rel=0.05), (saturated, ceiling)
+    assert result["benchmarks"][1]["summary"]["requests"]["completed"] == 256
+    rates = [b["profile"]["rate"] for b in result["benchmarks"][2:]]
+    assert rates == pytest.approx(spread(sync, saturated, 6), rel=1e-3)
+
+
 def test_capacity_without_a_percentile_slo_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     p = run_cli("capacity", "--target", "http://127.0.0.1:9/v1", "--slo", "ttft_ms<=5", "--out", str(tmp_path / "c"))
     assert p.returncode == 2 and "needs at least one percentile" in p.stderr

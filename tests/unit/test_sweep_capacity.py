@@ -26,7 +26,9 @@ def test_search_lands_within_precision(true_capacity: float, start: float) -> No
     assert cap.low is not None and cap.high is not None
     assert cap.low <= true_capacity < cap.high
     assert (cap.high - cap.low) <= 0.05 * cap.low
-    assert cap.probes[-1].rate == cap.low and cap.probes[-1].passed  # the answer was re-confirmed
+    # both ends re-measured: the best pass, then the lowest fail (unless it had failed twice already)
+    assert cap.probes[-2].rate == cap.low and cap.probes[-2].passed or cap.probes[-1].rate == cap.low
+    assert sum(1 for p in cap.probes if p.rate == cap.high and not p.passed) == 2
 
 
 def test_noisy_pass_near_the_boundary_is_not_trusted() -> None:
@@ -39,6 +41,21 @@ def test_noisy_pass_near_the_boundary_is_not_trusted() -> None:
 
     cap = drive(capacity_search(1.0, precision=0.05), flaky)
     assert cap.low is not None and cap.low <= 6.0
+
+
+def test_noisy_fail_near_the_boundary_is_not_trusted() -> None:
+    """The first probe above the answer fails once by a stall (a loaded machine): the old search kept it as
+    the upper bound forever and answered 2 for a capacity of 2.35; re-measured, it passes and the search
+    goes on above it."""
+    seen: dict[float, int] = {}
+
+    def stalled(rate: float) -> Outcome:
+        seen[rate] = seen.get(rate, 0) + 1
+        return Outcome(passed=rate <= 2.35 and not (rate == 2.0 and seen[rate] == 1))
+
+    cap = drive(capacity_search(1.0, precision=0.05), stalled)
+    assert cap.low is not None and cap.high is not None and cap.low <= 2.35 < cap.high
+    assert cap.low >= 2.35 / 1.05
 
 
 def test_over_saturation_counts_as_a_fail() -> None:
@@ -119,7 +136,7 @@ def test_list_values_and_sweeps() -> None:
 def test_auto_sweep_spreads_rates_between_sync_and_saturation() -> None:
     sweep = auto_sweep(rates=3, saturation=32)
     assert next(sweep).overrides == {"profile": "synchronous"}
-    assert sweep.send(2.0).overrides == {"profile": "concurrency", "concurrency": 32}
+    assert sweep.send(2.0).overrides == {"profile": "concurrency", "concurrency": 32, "requests": 128}
     rates = [sweep.send(10.0).overrides["rate"]] + [p.overrides["rate"] for p in sweep]
     assert rates == pytest.approx([4.0, 6.0, 8.0])
     assert spread(2.0, 10.0, 3) == pytest.approx(rates)
@@ -139,3 +156,68 @@ def test_each_probe_holds_its_rate_with_its_own_seed() -> None:
     assert a["seed"] != b["seed"] and a["warmup_s"] == 3.0 and a["requests"] is None and a["duration_s"] == 10.0
     assert _probe_seconds("rate", 2.0, settings) == 60.0  # 200 arrivals at 2 req/s would take 100 s: capped
     assert _probe_seconds("rate", 2.0, ProbeSettings(min_requests=300)) == 150.0  # asked for: honoured
+
+
+def _curve(rate: float) -> float:
+    """A p90 that doubles every 10 req/s: 10 ms at 0, 40 ms at 20 req/s."""
+    return 10.0 * 2 ** (rate / 10)
+
+
+def test_the_capacity_is_where_the_fitted_slo_figure_meets_its_limit_not_the_highest_pass() -> None:
+    """The bracket [19, 21.5] holds the answer 20: the highest pass (19) is 5% low, the fit is exact."""
+    from tokspeed.load.capacity import crossing
+
+    points = [(r, _curve(r)) for r in (10.0, 15.0, 19.0, 21.5, 25.0, 40.0)]
+    assert crossing(points, 40.0, True, 19.0, 21.5) == pytest.approx(20.0)
+    # two rates only: log-linear interpolation between the bracket's ends (exact on this curve too)
+    assert crossing([(19.0, _curve(19)), (21.5, _curve(21.5))], 40.0, True, 19.0, 21.5) == pytest.approx(20.0)
+    # a `>=` SLO (a speed that falls with the load) crosses the same way
+    falling = [(r, 1000 / _curve(r)) for r in (15.0, 19.0, 21.5, 25.0)]
+    assert crossing(falling, 25.0, False, 19.0, 21.5) == pytest.approx(20.0)
+
+
+def test_the_fit_pools_every_probe_near_the_boundary_and_never_extrapolates() -> None:
+    """The bracket's ends misread, the lower 30% high and the upper 30% low (each one probe's noise): between
+    the two alone the figure falls with the load (no answer); the fit over the five probes near the boundary
+    lands within 2% of 20."""
+    from tokspeed.load.capacity import crossing
+
+    points = [(r, _curve(r)) for r in (17.5, 22.0, 23.0)] + [(19.0, 1.3 * _curve(19.0)), (21.5, 0.7 * _curve(21.5))]
+    assert crossing(points, 40.0, True, 19.0, 21.5) == pytest.approx(20.0, rel=0.02)
+    assert crossing(points[3:], 40.0, True, 19.0, 21.5) is None
+    both_high = [(19.0, 1.3 * _curve(19.0)), (21.5, 1.3 * _curve(21.5))]
+    assert crossing(both_high, 40.0, True, 19.0, 21.5) == 19.0  # between two ends: kept within the bracket
+    far = [(r, _curve(r)) for r in (19.0, 19.5, 20.5)]
+    assert crossing(far, 1000.0, True, 19.0, 20.5) == 20.5  # the limit lies far above: kept at the rates fitted
+
+
+def test_figures_that_do_not_grow_with_the_load_give_no_fit() -> None:
+    from tokspeed.load.capacity import crossing
+
+    assert crossing([(10.0, 50.0), (12.0, 40.0), (14.0, 30.0)], 45.0, True, 10.0, 14.0) is None
+    assert crossing([(10.0, 50.0)], 45.0, True, 10.0, None) is None  # no bracket, no crossing
+
+
+def test_the_searchs_capacity_is_the_lowest_slos_crossing_and_never_past_a_saturated_probe() -> None:
+    from tokspeed.metrics.schema import SLOResult, Summary
+    from tokspeed.metrics.slo import parse_slo
+    from tokspeed.results import Benchmark, CapacityProbe
+    from tokspeed.runner.sweep import fitted_value
+
+    class Base:
+        slos = [parse_slo("ttft_p90_ms<=40"), parse_slo("e2e_p90_ms<=80")]
+
+    def probe(rate: float, reason: str = "") -> tuple[CapacityProbe, Benchmark]:
+        slo = [SLOResult(slo="ttft_p90_ms<=40", kind="percentile", observed=_curve(rate), met=_curve(rate) <= 40),
+               SLOResult(slo="e2e_p90_ms<=80", kind="percentile", observed=_curve(rate - 2) * 2, met=True)]
+        ok = _curve(rate) <= 40 and not reason
+        return (CapacityProbe(value=rate, passed=ok, reason=reason, benchmark=0),
+                Benchmark(name="p", profile={}, summary=Summary(slo=slo)))
+
+    rates = [10.0, 15.0, 19.0, 21.5, 25.0]
+    probes, benches = zip(*(probe(r) for r in rates))
+    # TTFT meets 40 ms at 20 req/s, E2E (its figure 2× TTFT's 2 req/s earlier) at 22: the capacity is 20
+    assert fitted_value(list(probes), list(benches), 19.0, 21.5, Base()) == pytest.approx(20.0)  # type: ignore[arg-type]
+    saturated = probe(19.5, "over-saturated: completed 18 of 19.5 req/s arriving at steady state")
+    assert fitted_value(list(probes) + [saturated[0]], list(benches) + [saturated[1]], 19.0, 19.5,
+                        Base()) == 19.0  # type: ignore[arg-type]

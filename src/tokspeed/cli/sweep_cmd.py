@@ -42,11 +42,12 @@ CAPACITY_HELP = """Find the highest load at which every SLO holds (QPS under a l
   tokspeed capacity --target URL --slo 'ttft_p99_ms<=500' --slo 'itl_p99_ms<=50'
 
 Measures one request at a time (if that misses an SLO, the search ends there), then brackets by
-doubling, bisects to --precision, and re-measures the best passing load so noise cannot fake a
-pass. Each probe holds its rate (--probe-warmup, then a --probe-duration window judged at steady
+doubling, bisects to --precision, and re-measures the best passing load and the lowest failing one
+so noise cannot fake a pass or a fail. Each probe holds its rate (--probe-warmup, then a --probe-duration window judged at steady
 state; each with its own arrival seed): a load the server does not keep up with (completions
 short of arrivals in that window) fails whatever its percentiles say. The capacity printed is
-what the best passing probe really sent, in req/s, with an interval. Bounded by --max-probes,
+where the SLO figures of the probes near the bracket, fitted against the rates really sent, meet
+their limits, in req/s, with an interval. Bounded by --max-probes,
 --max-time and --max-rate; Ctrl-C keeps the probes and the bracket so far. Exit 0 when a
 capacity was found, 3 when no probed load met the SLOs.
 """

@@ -10,9 +10,11 @@ server sustained at steady state). It
    the SLOs held up to the highest rate probed) nor below `floor`;
 2. bisects the bracket [highest pass, lowest fail] until its width is within
    `precision` of the lower end;
-3. confirms: re-measures the best passing rate; if the re-measurement fails,
-   that rate becomes the new upper bound and bisection resumes — noise cannot
-   fake a pass.
+3. confirms both ends: re-measures the best passing rate (if it fails, that rate
+   becomes the new upper bound and bisection resumes — noise cannot fake a pass),
+   then the lowest failing one, unless it failed twice already (if it passes, the
+   fail was noise, such as a stall of a loaded machine: the search goes on above
+   it, to the next fail above or doubling) — nor fake a fail.
 
 Saturation is judged on the probe's steady-state window (`tokspeed.metrics.sustained`):
 a server that completes fewer requests than arrive in that window, by more than the
@@ -24,6 +26,11 @@ behind" above ~N/T req/s). A probe whose client could not send at the asked rate
 server, is what is measured. The generator's return value is a `Capacity`; the
 caller builds the same from `bracket()` when it stops a search itself (budget,
 Ctrl-C).
+
+The answer is not the highest passing probe: with the probes' SLO figures (`crossing`),
+the rate where each figure meets its limit is fitted across the probes near the
+bracket, so it is neither biased low by the bracket's width nor set by one probe's
+noisy percentile (a p90 over ~600 requests of a queue at 80% load varies by ±30%).
 """
 
 from __future__ import annotations
@@ -33,9 +40,12 @@ import math
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
+import numpy as np
+
 KEEP_UP = 0.95  # completed / arrived in the steady window below this (or its noise) = saturated
 CLIENT_SHORT = 0.9  # sent / asked below this = the client could not offer the rate
 MIN_RATE = 0.01
+REACH = 1.15  # the fit uses the probes within [low / REACH, high × REACH] of the bracket
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +144,7 @@ def capacity_search(
         low, high, stop = yield from _bracket(probe, first, max_probes, integer, max_value, lowest)
         if stop:
             return Capacity(low=low, high=high, precision=precision, probes=probes, stopped_by=stop)
-        low, high = yield from _bisect(probe, probes, low, high, precision, max_probes, integer)
+        low, high = yield from _bisect(probe, probes, low, high, precision, max_probes, integer, max_value)
     except SearchEnded as ended:
         low, high = bracket(probes)
         return Capacity(low=low, high=high, precision=precision, probes=probes, stopped_by=str(ended))
@@ -142,13 +152,25 @@ def capacity_search(
     return Capacity(low=low, high=high, precision=precision, probes=probes, stopped_by=stopped)
 
 
-def _bisect(probe, probes, low, high, precision, max_probes, integer):  # type: ignore[no-untyped-def]
-    """Narrow [low, high] to `precision`, then confirm the best pass (see the module docstring)."""
+def _bisect(probe, probes, low, high, precision, max_probes, integer, max_value=None):  # type: ignore[no-untyped-def]
+    """Narrow [low, high] to `precision`, then confirm both ends (see the module docstring)."""
     while len(probes) < max_probes and low is not None and high is not None:
         if (high - low) <= max(precision * low, 1.0 if integer else 0.0):
-            if (yield from probe(low)):  # confirm the best pass once more
+            if not (yield from probe(low)):  # confirm the best pass once more
+                high, low = low, _best_pass_below(probes, low)
+                continue
+            if _failed_twice(probes, high) or len(probes) >= max_probes or not (yield from probe(high)):
+                break  # ... and the lowest fail, unless it already failed twice
+            low, high = high, _lowest_fail_above(probes, high)  # the fail was noise (a stall): search on above
+            while high is None and len(probes) < max_probes and (max_value is None or low < max_value):
+                rate = low * 2 if max_value is None else min(low * 2, max_value)
+                rate = float(round(rate)) if integer else rate
+                if (yield from probe(rate)):
+                    low = rate
+                else:
+                    high = rate
+            if high is None:
                 break
-            high, low = low, _best_pass_below(probes, low)
             continue
         mid = float(round((low + high) / 2)) if integer else (low + high) / 2
         if (yield from probe(mid)):
@@ -156,6 +178,19 @@ def _bisect(probe, probes, low, high, precision, max_probes, integer):  # type: 
         else:
             high = mid
     return low, high
+
+
+def _failed_twice(probes: list[ProbeLog], rate: float) -> bool:
+    return sum(1 for p in probes if p.rate == rate and not p.passed) >= 2
+
+
+def _lowest_fail_above(probes: list[ProbeLog], rate: float) -> float | None:
+    """The lowest rate above `rate` whose last verdict was a fail."""
+    last: dict[float, bool] = {}
+    for p in probes:
+        last[p.rate] = p.passed
+    above = [r for r, ok in last.items() if not ok and r > rate]
+    return min(above) if above else None
 
 
 def _bracket(probe, rate: float, max_probes: int, integer: bool, max_value: float | None, lowest: float):  # type: ignore[no-untyped-def]
@@ -197,3 +232,39 @@ def bracket(probes: list[ProbeLog]) -> tuple[float | None, float | None]:
 def _best_pass_below(probes: list[ProbeLog], limit: float) -> float | None:
     below = [p.rate for p in probes if p.passed and p.rate < limit]
     return max(below) if below else None
+
+
+def crossing(points: list[tuple[float, float]], limit: float, rising: bool, low: float,
+             high: float | None) -> float | None:
+    """The rate at which an SLO figure meets `limit`, fitted across the probes near the bracket.
+
+    `points`: (rate probed, the probe's figure), every probe (a rate probed twice counts twice);
+    `rising`: the figure grows with the load (a latency under a `<=` limit). log(figure) is fitted
+    linearly against the rate over the probes within [low / REACH, high × REACH], solved for
+    log(limit), and kept within the rates fitted (never extrapolated). With fewer than 3 distinct
+    rates there, it is interpolated in log space between the bracket's ends. None without positive
+    figures, or when they do not move the way `rising` says.
+    """
+    if high is None:
+        return None
+    near = [(r, v) for r, v in points if low / REACH <= r <= high * REACH and v is not None and v > 0]
+    rates = np.array([r for r, _ in near], dtype=float)
+    if len(set(rates.tolist())) < 3 or limit <= 0:
+        return _interpolated(near, limit, rising, low, high)
+    slope, intercept = np.polyfit(rates, np.log([v for _, v in near]), 1)
+    if slope == 0 or (slope > 0) != rising:
+        return _interpolated(near, limit, rising, low, high)
+    return float(np.clip((math.log(limit) - intercept) / slope, rates.min(), rates.max()))
+
+
+def _interpolated(near: list[tuple[float, float]], limit: float, rising: bool, low: float, high: float) -> float | None:
+    """Between the bracket's ends, in log space, from each end's mean figure (log-linear in the rate)."""
+    at_low = [v for r, v in near if r == low]
+    at_high = [v for r, v in near if r == high]
+    if not at_low or not at_high or limit <= 0:
+        return None
+    a, b = math.log(float(np.mean(at_low))), math.log(float(np.mean(at_high)))
+    if (b > a) != rising or a == b:
+        return None
+    x = (math.log(limit) - a) / (b - a)
+    return low + min(max(x, 0.0), 1.0) * (high - low)

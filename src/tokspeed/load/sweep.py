@@ -3,7 +3,9 @@
 A sweep varies one dimension — `concurrency`, `rate`, `input_tokens` or
 `output_tokens` — over a list of values; every point is an ordinary benchmark.
 The `auto` sweep adapts, like guidellm's: it measures one-at-a-time, then
-saturated throughput, then spreads open-loop rates between the two. Sweeps are
+saturated throughput, then spreads open-loop rates between the two (each point's
+sustained throughput: completions per second between its first end and its last send,
+never a window holding the ramp or the drain). Sweeps are
 generators that receive each finished point's summary through `.send()`, so an
 adaptive sweep can use what it learned without knowing the runner.
 """
@@ -19,6 +21,7 @@ from tokspeed.errors import ConfigError
 DIMENSIONS = ("concurrency", "rate", "input_tokens", "output_tokens")
 AUTO_RATES = 6  # open-loop points between synchronous and saturated throughput
 AUTO_SATURATION_CONCURRENCY = 64
+AUTO_SATURATION_REQUESTS_PER_STREAM = 4  # the saturated point's requests: its steady window holds 3/4 of them
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +76,16 @@ def list_sweep(dimension: str, values: list[Any]) -> Sweep:
 
 
 def auto_sweep(rates: int = AUTO_RATES, saturation: int = AUTO_SATURATION_CONCURRENCY) -> Sweep:
-    """Synchronous, then saturated (closed loop at `saturation` streams), then rates in between."""
+    """Synchronous, then saturated (closed loop at `saturation` streams), then rates in between.
+
+    The saturated point measures `AUTO_SATURATION_REQUESTS_PER_STREAM` requests per stream: a
+    closed loop of C streams sends its last request when all but C have ended, so with the default
+    100 requests at 64 streams its steady window held 36 completions (read as 103 req/s against a
+    server that completes 96). It is sent each point's sustained throughput.
+    """
     low = yield Point("synchronous", {"profile": "synchronous"})
-    high = yield Point(f"throughput (concurrency {saturation})", {"profile": "concurrency", "concurrency": saturation})
+    high = yield Point(f"throughput (concurrency {saturation})", {"profile": "concurrency", "concurrency": saturation,
+                                                                   "requests": AUTO_SATURATION_REQUESTS_PER_STREAM * saturation})
     if not low or not high:
         return
     if high <= low:

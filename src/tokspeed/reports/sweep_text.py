@@ -69,7 +69,8 @@ def capacity_lines(cap: CapacityResult) -> list[str]:
              + (f" (stopped: {cap.stopped_by})" if cap.stopped_by != "bracket" else ""))
     if cap.value is None or cap.requests_per_s is None:
         return [f"Capacity: none — {cap.finding or 'no probed load met ' + ', '.join(cap.slos)}", f"  search: {spent}"]
-    knob = f"probed at {fmt(cap.value)}/s" if cap.by == "rate" else f"at concurrency {fmt(cap.value, 0)}"
+    knob = (f"fitted across the probes; highest pass {fmt(cap.value)}/s" if cap.fitted
+            else f"probed at {fmt(cap.value)}/s" if cap.by == "rate" else f"at concurrency {fmt(cap.value, 0)}")
     interval = cap.interval_requests_per_s or [None, None]
     between = (f"; between {fmt(interval[0])} and {fmt(interval[1])} req/s" if interval[1] is not None
                else "; no probe above it failed: a lower bound")

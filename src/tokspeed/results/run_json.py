@@ -101,8 +101,9 @@ class CapacityResult(BaseModel):
 
     by: Literal["rate", "concurrency"]
     requests_per_s: float | None = Field(
-        description="capacity in requests per second: the rate the best passing probe's measured requests were "
-        "sent at, never above the most the server completed at steady state in any probe"
+        description="capacity in requests per second: where the SLO figures of the probes near the bracket, fitted "
+        "against their rates, meet their limits (by rate; the highest passing probe without a fit or by concurrency), "
+        "as sent, never above the most the server completed at steady state in any probe"
     )
     value: float | None = Field(description="the highest passing probed rate or concurrency (the knob)")
     low: float | None
@@ -114,8 +115,10 @@ class CapacityResult(BaseModel):
     probes: list[CapacityProbe] = Field(default_factory=list)
     interval_requests_per_s: list[float | None] | None = Field(
         None, description="[low, high] req/s the capacity lies in: the bracketing probes, widened to the next probe "
-        "where a probe's SLO figure is within its own 95% percentile interval of the limit"
+        "where a probe's SLO figure is within its own 95% percentile interval of the limit, and to requests_per_s"
     )
+    fitted: bool = Field(False, description="requests_per_s comes from the fit of the probes' SLO figures (else: "
+                         "the highest passing probe)")
     stopped_by: str = Field("bracket", description="why the search ended: " + ", ".join(
         ["bracket (narrowed to precision)", "max_value (held up to --max-rate)", "client (the client could not send faster)",
          "probes (--max-probes)", "floor (nothing passed down to the lowest rate)", "baseline (one request at a time misses the SLOs)",

@@ -18,7 +18,7 @@ import numpy as np
 from tokspeed.backends.base import Backend
 from tokspeed.config import RunConfig
 from tokspeed.errors import ConfigError
-from tokspeed.load.capacity import CLIENT_SHORT, Capacity, Outcome, ProbeLog, Search, bracket, judge
+from tokspeed.load.capacity import CLIENT_SHORT, Capacity, Outcome, ProbeLog, Search, bracket, crossing, judge
 from tokspeed.load.sweep import Sweep
 from tokspeed.metrics.fit import fit_line
 from tokspeed.metrics.sustained import window_arrivals
@@ -59,8 +59,8 @@ def sweep_points(
             s = bench.summary
             if s.input_tokens.mean is not None and s.ttft_ms.mean is not None:
                 lengths.append((s.input_tokens.mean, s.ttft_ms.mean))
-            try:
-                point = sweep.send(s.throughput.requests_per_s)
+            try:  # what the server sustained, not completions over a window holding the ramp and the drain
+                point = sweep.send(s.throughput.sustained_requests_per_s or s.throughput.requests_per_s)
             except StopIteration:
                 break
     if info.dimension == "input_tokens" and lengths:
@@ -236,7 +236,12 @@ def _result(
     ]
     best = _last_bench_at(low, probes)
     ceiling = _ceiling([b for _, b in probes])
-    rps = _capacity_rps(best, low, by, ceiling)
+    fitted = fitted_value(models, [b for _, b in probes], low, high, base) if by == "rate" else None
+    rps = _capacity_rps(best, fitted if fitted is not None else low, by, ceiling)
+    interval = capacity_interval(models, [b for _, b in probes], low, high, base, by)
+    if interval is not None and rps is not None:  # the fit may lie past a bracketing probe that was noise
+        interval = [min(interval[0], rps) if interval[0] is not None else rps,
+                    max(interval[1], rps) if interval[1] is not None else None]
     result = CapacityResult(
         by=by,  # type: ignore[arg-type]
         requests_per_s=rps,
@@ -248,7 +253,8 @@ def _result(
         slos=slos,
         goodput_requests_per_s=best.summary.goodput.requests_per_s if best and best.summary.goodput else None,
         probes=models,
-        interval_requests_per_s=capacity_interval(models, [b for _, b in probes], low, high, base, by),
+        interval_requests_per_s=interval,
+        fitted=fitted is not None,
         stopped_by=stopped_by,
         requests_spent=spent.requests,
         seconds_spent=round(spent.seconds(), 3),
@@ -277,6 +283,36 @@ def _capacity_rps(best: Benchmark | None, low: float | None, by: str, ceiling: f
     if schedule is not None and schedule.sent_requests_per_s and schedule.offered_requests_per_s:
         sent = low * min(1.0, schedule.sent_requests_per_s / schedule.offered_requests_per_s)
     return min(sent, ceiling) if ceiling else sent
+
+
+def fitted_value(probes: list[CapacityProbe], benches: list[Benchmark], low: float | None, high: float | None,
+                 base: RunConfig) -> float | None:
+    """The rate where the SLOs' figures, fitted across the probes near [low, high], meet their limits.
+
+    For each percentile or run-level SLO `crossing` fits the probes' figures against their rates (a
+    probe whose client could not send its rate is left out: that rate is not what ran);
+    the capacity is the lowest crossing, never at or above a probe that failed as saturated (its
+    queue grew whatever its percentiles said): there the highest pass below it stands. None without
+    a bracket or a crossing (the highest passing rate stands).
+    """
+    if low is None or high is None:
+        return None
+    found: list[float] = []
+    for slo in base.slos:
+        if slo.kind == "per_request" or slo.op not in ("<=", "<", ">=", ">"):
+            continue
+        points = [(p.value, v.observed) for p, b in zip(probes, benches) for v in b.summary.slo
+                  if v.slo == str(slo) and v.observed is not None and not p.reason.startswith("the client sent only")]
+        x = crossing(points, slo.value, slo.op in ("<=", "<"), low, high)
+        if x is not None:
+            found.append(x)
+    if not found:
+        return None
+    value = min(found)
+    saturated = [p.value for p in probes if not p.passed and p.reason.startswith("over-saturated")]
+    if saturated and value >= min(saturated):
+        return max((p.value for p in probes if p.passed and p.value < min(saturated)), default=None)
+    return value
 
 
 def _ceiling(benches: list[Benchmark]) -> float | None:
