@@ -51,9 +51,10 @@ def test_embeddings_latency_and_input_tokens_match_truth(start_sim: Callable[...
     assert (sim_late >= -0.05).all() and np.median(sim_late) < 1.5  # never early, rarely late
     send_lag = np.array([(p.sim["received_ns"] - p.c("sent_ns")) / MS for p in ps])
     reading = client_e2e - true_e2e - send_lag  # = the client's end stamp − the simulator's
-    # one clock: nothing is read before it is written (the simulator stamps its end just after the write of
-    # the body: up to ~1 ms before the client's stamp on a busy machine)
-    assert (send_lag >= 0).all() and (reading >= -2).all(), reading
+    # one clock: nothing arrives before it is sent. The simulator stamps its end after the write of the body,
+    # so the client may read it first, by however long the simulator was descheduled in between (> 2 ms
+    # seen under -n 2): no floor on the end stamp, only on the send
+    assert (send_lag >= 0).all(), send_lag
     assert np.median(reading) < 1.0 + np.median(sim_late), (reading, sim_late)
     assert s["ttft_ms"]["count"] == 0 and s["itl_ms"]["count"] == 0
     assert s["throughput"]["output_tokens_per_s"] == 0
