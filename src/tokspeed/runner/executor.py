@@ -95,8 +95,9 @@ async def _open_loop(
     try:
         for i, offset in enumerate(offsets.tolist()):
             due = start + offset
-            spec = first if i == 0 and first is not None else workload.request(index_of(i))  # ready before due
-            record = lead_record(phase, i, due) if i < leading else new_record(phase, index_of(i), due)
+            index = index_of(i)
+            spec = first if i == 0 and first is not None else workload.request(index)  # ready before it is due
+            record = lead_record(phase, i, due) if i < leading else new_record(phase, index, due)
             await sleep_until(due)
             if lost:
                 break
