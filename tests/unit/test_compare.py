@@ -15,6 +15,7 @@ from tokspeed.errors import ConfigError
 from tokspeed.metrics.schema import Summary
 from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
 from tokspeed.results import RunResult, build_benchmark
+from tokspeed.telemetry.schema import ClientSummary, SeriesStats, TelemetrySummary
 
 MS = 1_000_000
 KNOWN = list(Summary().flat())
@@ -277,6 +278,31 @@ def test_a_significant_change_within_the_noise_floor_is_inconclusive() -> None:
     assert m.verdict == "inconclusive" and m.word == "inconclusive — repeat with --iterations", m.sentence
     assert "within the run-to-run noise of single runs (3% at p50 or 0 ms)" in m.sentence
     assert "--iterations" in m.sentence
+
+
+def on_host(data: RunData, host_cpu_pct: float) -> RunData:
+    """The run as if its telemetry had seen the host's CPU at `host_cpu_pct` (mean over the window)."""
+    bench = data.result.benchmarks[0]
+    telemetry = TelemetrySummary(interval_s=0.25, client=ClientSummary(host_cpu_pct=SeriesStats(mean=host_cpu_pct, samples=4)))
+    result = data.result.model_copy(update={"benchmarks": [bench.model_copy(update={"telemetry": telemetry})]})
+    return RunData(data.label, data.path, result, data.records)
+
+
+def test_a_change_between_single_runs_on_a_saturated_host_must_exceed_a_factor_of_three() -> None:
+    """Back-to-back identical runs on a saturated 2-core host differed by factors up to ~2 at TTFT p50
+    (the server shared the busy cores): there a 2× change between single runs is inconclusive, on an
+    idle host it is claimed, and a 7× tail regression is claimed either way."""
+    settings = CompareSettings(resamples=500)
+    for cpu, expected in ((55.0, "better"), (100.0, "inconclusive")):
+        c = compare_runs(on_host(run("main", SLOW), cpu), [on_host(run("pr", FAST), 50.0)], settings)
+        m = metric(c, "ttft_p50_ms")
+        assert m.verdict == expected, m.sentence
+    assert "a factor of 3: the host was saturated (mean host CPU 100%)" in m.sentence
+    assert m.noise_floor == 2.0
+    rng = np.random.default_rng(5)
+    base, slow = noisy_run("main", rng, n=300), noisy_run("pr", rng, n=300, tail=0.05, tail_ms=500.0)
+    p99 = metric(compare_runs(on_host(base, 100.0), [on_host(slow, 100.0)], settings), "ttft_p99_ms")
+    assert p99.verdict == "worse" and p99.ratio > 5, p99.sentence
 
 
 def test_a_significance_gate_fails_only_on_a_significant_breach() -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from tokspeed.compare.comparison import (
+    SATURATED_HOST_CPU_PCT,
     BenchmarkComparison,
     CompareSettings,
     Comparison,
@@ -323,20 +324,34 @@ def _single_run_noise(m: Metric, b: Benchmark, o: Benchmark, base_v: float | Non
     """What a latency row's change must exceed between single runs: a relative floor, an
     absolute one (ms), and the words for them.
 
-    Relative: the documented floor for the quantile. Absolute: the larger of the documented
-    `single_run_noise_ms` and the two runs' own client lag (the sum of their p99 lateness): a
-    run's latencies can carry up to its client's delay, which varies from run to run.
+    Relative: the documented floor for the quantile, or `saturated_host_noise` when either run's
+    host was saturated (mean host CPU ≥ `SATURATED_HOST_CPU_PCT`: the machine's own contention
+    then varies from run to run, which no test inside a run sees). Absolute: the larger of the
+    documented `single_run_noise_ms` and the two runs' own client lag (the sum of their p99
+    lateness): a run's latencies can carry up to its client's delay, which varies from run to run.
     """
     floor = cfg.noise_floor(m)
     if floor is None:
         return None, None, None
+    relative = f"{floor:.0%} at p{m.quantile:g}"
+    busy = [cpu for cpu in (_host_cpu(b), _host_cpu(o)) if cpu is not None and cpu >= SATURATED_HOST_CPU_PCT]
+    if busy and cfg.saturated_host_noise > floor:
+        floor = cfg.saturated_host_noise
+        relative = (f"a factor of {1 + floor:g}: the host was saturated (mean host CPU "
+                    f"{' and '.join(f'{cpu:.0f}%' for cpu in busy)})")
     lags = [s.lateness_ms.p99 for s in (b.summary, o.summary) if s.lateness_ms.p99 is not None]
     lag = sum(lags)
     if lag > cfg.single_run_noise_ms:
         absolute, why = lag, f"the two runs' client lag, p99 lateness {' + '.join(f'{v:.3g}' for v in lags)} ms"
     else:
         absolute, why = cfg.single_run_noise_ms, f"{cfg.single_run_noise_ms:g} ms"
-    return floor, absolute, f"{floor:.0%} at p{m.quantile:g} or {why}"
+    return floor, absolute, f"{relative} or {why}"
+
+
+def _host_cpu(bench: Benchmark) -> float | None:
+    """The mean host CPU (all cores, %) over a benchmark's window, when telemetry sampled it."""
+    client = bench.telemetry.client if bench.telemetry is not None else None
+    return client.host_cpu_pct.mean if client is not None else None
 
 
 def _throughput_evidence(m: Metric, b: Benchmark, o: Benchmark, base_v: float | None, other_v: float | None) -> Evidence:
