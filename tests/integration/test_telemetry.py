@@ -78,6 +78,8 @@ def test_gpu_client_and_server_telemetry_match_their_sources(start_sim: Callable
     output_tokens = bench["summary"]["tokens"]["output_total"]
     assert output_tokens == 48 * 16
     assert t["energy_per_output_token_j"] == pytest.approx((g0["energy_j"] + g1["energy_j"]) / output_tokens, rel=1e-12)
+    assert t["energy_j"] == pytest.approx(370 * t["window_s"], abs=1.0)  # 300 W + 70 W
+    assert t["output_tokens_per_j"] == pytest.approx(output_tokens / (g0["energy_j"] + g1["energy_j"]), rel=1e-12)
 
     server = t["server"]
     assert server["engine"] == "tokspeed-sim" and server["url"] == sim.url.removesuffix("/v1") + "/metrics"
@@ -96,7 +98,7 @@ def test_gpu_client_and_server_telemetry_match_their_sources(start_sim: Callable
     assert env["gpu"]["driver"] == "550.54.15" and env["gpu"]["cuda"] == "12.4" and len(env["gpu"]["devices"]) == 2
     assert env["server"]["version"].startswith("tokspeed-sim") and env["server"]["models"][0]["id"] == "tokspeed-sim"
 
-    assert "J per output token" in p.stdout and "Server (tokspeed-sim" in p.stdout
+    assert "J per output token" in p.stdout and "output tokens per J" in p.stdout and "Server (tokspeed-sim" in p.stdout
     report = run_cli("report", str(out))
     assert report.returncode == 0 and "J per output token" in report.stdout
 
@@ -108,6 +110,7 @@ def test_no_gpu_is_one_note_and_no_telemetry_is_nothing(start_sim: Callable[...,
     assert p.returncode == 0, p.stderr
     t = load_json(tmp_path / "a" / "run.json")["benchmarks"][0]["telemetry"]
     assert t["gpus"] == [] and t["server"] is None and t["client"]["cpu_seconds"] > 0
+    assert [t.get(k) for k in ("energy_j", "energy_per_output_token_j", "output_tokens_per_j")] == [None] * 3  # not 0
     assert len(t["notes"]) == 1 and t["notes"][0].startswith("no GPU telemetry: NVML unavailable")
     assert "note: no GPU telemetry" in p.stdout
 

@@ -67,6 +67,7 @@ async def test_run_energy_per_token_adds_up_the_windows(tmp_path: Path) -> None:
     energy = sum(w.gpus[0].energy_j or 0 for w in windows)
     assert energy > 0
     assert run.energy_per_output_token_j == energy / 400
+    assert run.energy_j == energy and run.output_tokens_per_j == 400 / energy  # the windows', not the idle time between
 
 
 async def test_missing_sources_are_notes_and_nothing_is_sampled_from_them(tmp_path: Path) -> None:

@@ -20,8 +20,10 @@ def telemetry_lines(t: TelemetrySummary | None, scope: str = "measured window") 
     lines = [f"Telemetry ({scope}: {window}a sample every {t.interval_s:g} s)"]
     lines += [_gpu(g) for g in t.gpus]
     if t.energy_per_output_token_j is not None:
-        total = sum(g.energy_j or 0 for g in t.gpus)
-        lines.append(f"  Energy  {fmt(t.energy_per_output_token_j, 3)} J per output token ({fmt(total, 0)} J over {len(t.gpus)} GPU{'s' if len(t.gpus) != 1 else ''})")
+        total = t.energy_j if t.energy_j is not None else sum(g.energy_j or 0 for g in t.gpus)
+        per_j = f" · {fmt(t.output_tokens_per_j, 2)} output tokens per J" if t.output_tokens_per_j is not None else ""
+        lines.append(f"  Energy  {fmt(t.energy_per_output_token_j, 3)} J per output token{per_j} "
+                     f"({fmt(total, 0)} J over {len(t.gpus)} GPU{'s' if len(t.gpus) != 1 else ''})")
     if t.server is not None:
         lines.append(_server(t.server))
     if t.client is not None:

@@ -71,7 +71,13 @@ class TelemetrySummary(BaseModel):
     gpus: list[GPUSummary] = Field(default_factory=list)
     client: ClientSummary | None = None
     server: ServerSummary | None = None
+    energy_j: float | None = Field(
+        None, description="energy of every GPU over the window, J (None unless every GPU gave its energy counter)"
+    )
     energy_per_output_token_j: float | None = Field(
         None, description="energy of every GPU over the window / output tokens of the window's completed requests"
+    )
+    output_tokens_per_j: float | None = Field(
+        None, description="output tokens of the window's completed requests / energy of every GPU over the window"
     )
     notes: list[str] = Field(default_factory=list, description="why a source is missing, e.g. no NVIDIA driver")

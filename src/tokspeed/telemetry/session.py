@@ -31,6 +31,8 @@ from tokspeed.telemetry.summary import (
     Work,
     energy_per_token,
     summarise,
+    tokens_per_energy,
+    total_energy,
 )
 
 LOAD = object()  # TelemetryOptions.nvml default: import pynvml when the run starts
@@ -95,7 +97,10 @@ class Telemetry:
         self._log.append({"kind": "stop", **_mark_fields(end)})
         begin = self._start or end
         summary = summarise(read_lines(self.path), begin, end, self._setup())
+        energy = total_energy(self._energy)  # the load points' windows, not the idle time between them
+        summary.energy_j = energy
         summary.energy_per_output_token_j = energy_per_token(self._energy, self._tokens) if self._energy else None
+        summary.output_tokens_per_j = tokens_per_energy(energy, self._tokens)
         await self._close()
         return summary
 

@@ -6,8 +6,11 @@ of samples. Everything else is the samples whose `t_ns` lies in the window, redu
 `series_stats` (mean, max, min, p99). Formulas:
 
 * energy_j (per GPU) = energy counter at the end − at the start, in J
-* energy_per_output_token_j = Σ energy_j over every GPU / output tokens of the window's
-  completed requests (None unless every GPU gave its energy)
+* energy_j (the window's) = Σ energy_j over every GPU (None unless every GPU gave its energy;
+  absent, never 0, without a GPU)
+* energy_per_output_token_j = energy_j / output tokens of the window's completed requests
+* output_tokens_per_j = output tokens of the window's completed requests / energy_j (its inverse;
+  None when the energy is 0: a counter that did not move says nothing)
 * cpu_seconds = process user+sys CPU time at the end − at the start
 * cpu_ms_per_request = cpu_seconds × 1000 / requests finished in the window
 * prefix_cache_hit_rate = Δ hits / Δ queries (vLLM's counters), or the mean of a hit-rate gauge
@@ -73,13 +76,16 @@ def summarise(lines: Iterable[Line], begin: Mark, end: Mark, setup: Setup, work:
         if isinstance(t, int) and begin.t_ns <= t <= end.t_ns and line.get("kind") in by_kind:
             by_kind[line["kind"]].append(line)
     gpus = [_gpu(info, by_kind["gpu"], begin, end) for info in setup.gpus]
+    energy = total_energy([g.energy_j for g in gpus])
     return TelemetrySummary(
         interval_s=setup.interval_s,
         window_s=(end.t_ns - begin.t_ns) / NS,
         gpus=gpus,
         client=_client(by_kind["client"], begin, end, setup, work),
         server=_server(by_kind["server"], setup) if server and setup.server_url and setup.engine else None,
+        energy_j=energy,
         energy_per_output_token_j=energy_per_token([g.energy_j for g in gpus], work.output_tokens),
+        output_tokens_per_j=tokens_per_energy(energy, work.output_tokens),
         notes=list(setup.notes),
     )
 
@@ -89,6 +95,20 @@ def energy_per_token(energies_j: list[float | None], output_tokens: int | None) 
     if not energies_j or any(e is None for e in energies_j) or not output_tokens:
         return None
     return sum(e for e in energies_j if e is not None) / output_tokens
+
+
+def total_energy(energies_j: list[float | None]) -> float | None:
+    """Σ energy of every GPU; None without GPUs or with a GPU's energy unknown."""
+    if not energies_j or any(e is None for e in energies_j):
+        return None
+    return sum(e for e in energies_j if e is not None)
+
+
+def tokens_per_energy(energy_j: float | None, output_tokens: int | None) -> float | None:
+    """Output tokens / energy; None without an energy, with none used, or with no tokens."""
+    if not energy_j or not output_tokens:
+        return None
+    return output_tokens / energy_j
 
 
 def _gpu(info: GpuInfo, lines: list[Line], begin: Mark, end: Mark) -> GPUSummary:
