@@ -8,6 +8,7 @@ from tokspeed.telemetry.schema import (
     GPUSummary,
     SeriesStats,
     ServerSummary,
+    SpecDecodeSummary,
     TelemetrySummary,
 )
 
@@ -26,6 +27,8 @@ def telemetry_lines(t: TelemetrySummary | None, scope: str = "measured window") 
                      f"({fmt(total, 0)} J over {len(t.gpus)} GPU{'s' if len(t.gpus) != 1 else ''})")
     if t.server is not None:
         lines.append(_server(t.server))
+        if t.server.spec_decode is not None:
+            lines.append(_spec_decode(t.server.spec_decode))
     if t.client is not None:
         lines.append(_client(t.client))
     if t.window_s is not None and t.window_s < 2 * t.interval_s:
@@ -64,6 +67,18 @@ def _server(s: ServerSummary) -> str:
         parts.append(f"{fmt(s.preemptions, 0)} preemptions")
     errors = f", {s.errors} failed" if s.errors else ""
     return f"  Server ({s.engine or 'unknown'}, {s.scrapes} scrapes{errors}): " + " · ".join(parts)
+
+
+def _spec_decode(s: SpecDecodeSummary) -> str:
+    parts = []
+    if s.acceptance_rate is not None:
+        parts.append(f"acceptance {fmt(s.acceptance_rate * 100, 1)}%")
+    if s.mean_acceptance_length is not None:
+        parts.append(f"mean accepted length {fmt(s.mean_acceptance_length, 2)}")
+    if s.per_position_acceptance_rate:
+        parts.append("per position " + ", ".join(fmt(r, 2) for r in s.per_position_acceptance_rate))
+    parts.append(f"{fmt(s.drafts, 0)} drafts")
+    return "  Speculative decoding  " + " · ".join(parts)
 
 
 def _client(c: ClientSummary) -> str:

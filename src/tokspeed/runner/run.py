@@ -500,6 +500,7 @@ async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Obser
         for phase in phases_from_config(point.cfg):
             if not phase.warmup and state.window is None and run.telemetry is not None:
                 state.window = run.telemetry.window("begin", state.index)
+                await run.telemetry.scrape_edge()  # the server's counters as the window opens
             obs.phase_started(point.name, phase)
             runner = phase_runner(point.workload)  # run_phase, or conversations for a multi-turn workload
             phase_run = runner(plan, phase, point.backend, point.workload, on_record, obs.started)
@@ -519,6 +520,7 @@ async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Obser
             if note not in run.notes:
                 run.notes.append(note)
         if state.window is not None and run.telemetry is not None:
+            await run.telemetry.scrape_edge()  # ... and as it closes
             state.window_end = run.telemetry.window("end", state.index)
         if not run.result.samples:
             run.result.samples = state.samples.samples(point.workload)

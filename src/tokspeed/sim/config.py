@@ -73,6 +73,12 @@ class SimConfig(BaseModel):
     quality_accuracy: float | None = Field(
         default=None, ge=0, le=1, description="answer quality-probe questions right with this probability (sim/quality.py)"
     )
+    spec_decode_tokens: int = Field(
+        default=0, ge=0, description="speculative decoding: draft tokens proposed per step (0: off; sim/spec_decode.py)"
+    )
+    spec_decode_acceptance: float = Field(
+        default=0.7, ge=0, le=1, description="probability a draft position is accepted, given the ones before it were"
+    )
     quality_probes: str = Field(default="builtin", min_length=1, description="probe set whose questions it answers")
 
     @field_validator("faults")
@@ -94,6 +100,8 @@ def describe(cfg: SimConfig) -> str:
     if cfg.quality_accuracy is not None:
         parts.append(f"probe accuracy {cfg.quality_accuracy:g}")
     parts.append(f"concurrency {cfg.max_concurrency or 'unlimited'}")
+    if cfg.spec_decode_tokens:
+        parts.append(f"spec decode {cfg.spec_decode_tokens} tokens, acceptance {cfg.spec_decode_acceptance:g}")
     if cfg.reasoning_tokens:
         parts.append(f"{cfg.reasoning_tokens} reasoning tokens")
     flags = [

@@ -48,6 +48,21 @@ class ClientSummary(BaseModel):
     cpu_count: int | None = None
 
 
+class SpecDecodeSummary(BaseModel):
+    """Speculative decoding over the window, from the server's counters (vLLM's `vllm:spec_decode_*`)."""
+
+    drafts: float = Field(description="drafts proposed (Δ num_drafts)")
+    draft_tokens: float = Field(description="draft tokens proposed (Δ num_draft_tokens)")
+    accepted_tokens: float = Field(description="draft tokens accepted (Δ num_accepted_tokens)")
+    acceptance_rate: float | None = Field(None, description="accepted_tokens / draft_tokens, 0..1")
+    mean_acceptance_length: float | None = Field(
+        None, description="1 + accepted_tokens / drafts: tokens each verification step yields, the bonus token included"
+    )
+    per_position_acceptance_rate: list[float] = Field(
+        default_factory=list, description="Δ accepted at draft position i / drafts, i = 0, 1, ..."
+    )
+
+
 class ServerSummary(BaseModel):
     """A scraped Prometheus endpoint, reduced to the figures that explain latency."""
 
@@ -62,6 +77,9 @@ class ServerSummary(BaseModel):
     preemptions: float | None = Field(None, description="preemptions counted over the window")
     metrics: dict[str, float] = Field(
         default_factory=dict, description="other known metrics: counters as their rise over the window, gauges as their last value"
+    )
+    spec_decode: SpecDecodeSummary | None = Field(
+        None, description="speculative decoding over the window; None when the server serves no spec-decode counters"
     )
 
 

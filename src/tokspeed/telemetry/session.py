@@ -132,6 +132,16 @@ class Telemetry:
         self._log.append({"kind": "window", "event": event, "benchmark": benchmark, **_mark_fields(m)})
         return m
 
+    async def scrape_edge(self) -> None:
+        """Scrape the server now, at a window's edge (after its begin mark, before its end mark).
+
+        Counter deltas then cover the whole window — every measured request's tokens, drafts and
+        cache hits — instead of starting at the first periodic scrape inside it. Nothing without
+        an endpoint; a failed scrape is a `server` line with `ok: false`, as ever.
+        """
+        if self._endpoint is not None and self._http is not None:
+            await self._sample_server(0)
+
     def summarise(self, begin: Mark, end: Mark, work: Work, server: bool = True) -> TelemetrySummary:
         """The summary of one window, read back from telemetry.jsonl; counts toward the run's J/token."""
         summary = summarise(read_lines(self.path, begin.offset), begin, end, self._setup(), work, server)

@@ -15,6 +15,9 @@ of samples. Everything else is the samples whose `t_ns` lies in the window, redu
 * cpu_ms_per_request = cpu_seconds × 1000 / requests finished in the window
 * prefix_cache_hit_rate = Δ hits / Δ queries (vLLM's counters), or the mean of a hit-rate gauge
 * preemptions = Δ of the engine's preemption counter
+* spec_decode (vLLM's counters, as its own client reports them): acceptance_rate =
+  Δ accepted tokens / Δ draft tokens; mean_acceptance_length = 1 + Δ accepted tokens / Δ drafts;
+  per_position_acceptance_rate[i] = Δ accepted at position i / Δ drafts
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from tokspeed.telemetry.schema import (
     ClientSummary,
     GPUSummary,
     ServerSummary,
+    SpecDecodeSummary,
     TelemetrySummary,
 )
 from tokspeed.telemetry.stats import counter_delta, series_stats
@@ -156,7 +160,32 @@ def _server(lines: list[Line], setup: Setup) -> ServerSummary:
         prefix_cache_hit_rate=_hit_rate(engine, values),
         preemptions=_delta_of(engine.preemptions, values),
         metrics=_other_metrics(engine, values),
+        spec_decode=spec_decode(engine, values),
     )
+
+
+def spec_decode(engine: EngineMetrics, values: list[dict[str, Any]]) -> SpecDecodeSummary | None:
+    """Speculative decoding over the window; None without its counters or with no draft in the window."""
+    names = engine.spec_decode
+    if names is None:
+        return None
+    drafts, proposed, accepted = (_delta_of((n,), values) for n in (names.drafts, names.draft_tokens, names.accepted))
+    if drafts is None or proposed is None or accepted is None or not drafts:
+        return None
+    return SpecDecodeSummary(
+        drafts=drafts, draft_tokens=proposed, accepted_tokens=accepted,
+        acceptance_rate=accepted / proposed if proposed else None,
+        mean_acceptance_length=1 + accepted / drafts,
+        per_position_acceptance_rate=[(d or 0.0) / drafts for d in _per_position(names.accepted_per_pos, values)],
+    )
+
+
+def _per_position(name: str, values: list[dict[str, Any]]) -> list[float | None]:
+    """Δ of `name[0]`, `name[1]`, ... in position order, as far as the positions run unbroken."""
+    out: list[float | None] = []
+    while any(f"{name}[{len(out)}]" in v for v in values):
+        out.append(_delta_of((f"{name}[{len(out)}]",), values))
+    return out
 
 
 def _series(names: tuple[str, ...], values: list[dict[str, Any]]) -> list[float | None]:
