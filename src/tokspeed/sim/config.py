@@ -69,6 +69,9 @@ class SimConfig(BaseModel):
         default=0, ge=0, description="prompt tokens the simulated prefix cache holds (0: no prefix caching)"
     )
     prefix_block_tokens: int = Field(default=16, ge=1, description="tokens per prefix-cache block (hashed as a unit)")
+    profile_endpoints: bool = Field(
+        default=False, description="serve POST /start_profile and /stop_profile, logged (sim/profile.py)"
+    )
     control: bool = Field(default=False, description="serve /sim/control to change timing live (sim/control.py)")
     quality_accuracy: float | None = Field(
         default=None, ge=0, le=1, description="answer quality-probe questions right with this probability (sim/quality.py)"

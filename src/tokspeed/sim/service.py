@@ -115,6 +115,10 @@ class SimService:
             self._metrics.released(entry)
             self._gate.release()
 
+    def write_log(self, entry: LogEntry) -> None:
+        """Append a line to the log (the profiler endpoints' calls)."""
+        self._log.write(entry)
+
     def log_rejected(self, entry: LogEntry, exc: RequestError) -> None:
         """A request refused before any work: logged at once."""
         entry.status = SimStatus.REJECTED

@@ -83,6 +83,21 @@ class ServerSummary(BaseModel):
     )
 
 
+class ServerProfile(BaseModel):
+    """`--profile`: the server's profiler started before a load point's measured window and stopped after it."""
+
+    url: str = Field(description="the server's root: POST {url}/start_profile, then {url}/stop_profile")
+    status: str = Field("not started", description="profiled (both calls answered 2xx), failed, or not started")
+    started_at: str | None = Field(None, description="when /start_profile answered (UTC, ISO 8601)")
+    stopped_at: str | None = Field(None, description="when /stop_profile answered (UTC, ISO 8601)")
+    start_http_status: int | None = None
+    stop_http_status: int | None = None
+    message: str | None = Field(None, description="what the server said (its answers' bodies), or why a call failed")
+    trace_dir: str | None = Field(
+        None, description="where the server writes its traces (on its own machine), when the server or the environment says"
+    )
+
+
 class TelemetrySummary(BaseModel):
     interval_s: float
     window_s: float | None = Field(None, description="length of the window summarised, seconds")
