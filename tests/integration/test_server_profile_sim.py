@@ -63,6 +63,8 @@ def test_profile_starts_after_the_warmup_and_stops_after_the_last_measured_reque
     assert "/start_profile: Start profiling." in profile["message"] and "/stop_profile: Stop profiling." in profile["message"]
     assert profile["trace_dir"] is None  # the simulator names none, and neither does this environment
     assert "Server profile" in p.stdout and "did not say where it wrote its trace" in p.stdout
+    report = run_cli("report", str(out))  # re-rendered from run.json alone
+    assert report.returncode == 0 and "Server profile" in report.stdout
 
 
 def test_a_server_without_the_endpoints_is_refused_before_any_request(

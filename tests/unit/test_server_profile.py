@@ -9,7 +9,8 @@ import pytest
 from aiohttp import web
 
 from tokspeed.errors import ConfigError
-from tokspeed.runner.profiling import ServerProfiler, check, summary_line
+from tokspeed.reports.telemetry_text import server_profile_line
+from tokspeed.runner.profiling import ServerProfiler, check
 from tokspeed.telemetry import profiler as http
 from tokspeed.telemetry.schema import ServerProfile
 
@@ -104,6 +105,7 @@ async def test_a_start_refused_as_absent_is_a_usage_error(server: Serve) -> None
 
 def test_summary_line_says_where_the_trace_is_or_why_there_is_none() -> None:
     done = ServerProfile(url="http://h", status="profiled", started_at="a", stopped_at="b", trace_dir="/t", message=None)
-    assert summary_line(done) == "Server profile a → b: the server wrote its trace under /t (on its machine)"
+    assert server_profile_line(done) == ["Server profile a → b: the server wrote its trace under /t (on its machine)"]
     failed = ServerProfile(url="http://h", status="failed", message="/stop_profile: no answer within 1800 s")
-    assert summary_line(failed) == "Server profile: failed (/stop_profile: no answer within 1800 s)"
+    assert server_profile_line(failed) == ["Server profile: failed (/stop_profile: no answer within 1800 s)"]
+    assert server_profile_line(None) == []

@@ -331,8 +331,6 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
         outcome = _run_async(lambda stop: execute_points(cfg, points, out_dir, observer, overwrite=overwrite,
                                                          interrupt=stop))
     console.final(outcome)
-    if not quiet:
-        _print_profiles(console, outcome.result)
     if cfg.price_per_hour and not quiet:
         _print_costs(console, outcome.result, cfg)
     if quality and outcome.result.status == "complete":  # the probe runs after the load, never during it
@@ -346,16 +344,6 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
 
         catalogue_run(console, outcome.directory, cfg, catalog, quiet=quiet)
     return exit_code_for(outcome, cfg)
-
-
-def _print_profiles(console: Any, result: Any) -> None:
-    """--profile: per load point, where the server wrote its trace (or why there is none)."""
-    from tokspeed.runner.profiling import summary_line
-
-    for bench in result.benchmarks:
-        if bench.server_profile is not None:
-            prefix = f"{bench.name}: " if len(result.benchmarks) > 1 else ""
-            console.out.print(prefix + summary_line(bench.server_profile), highlight=False, markup=False)
 
 
 def _percentiles(text: str | None) -> list[float] | None:

@@ -7,6 +7,7 @@ from tokspeed.telemetry.schema import (
     ClientSummary,
     GPUSummary,
     SeriesStats,
+    ServerProfile,
     ServerSummary,
     SpecDecodeSummary,
     TelemetrySummary,
@@ -93,3 +94,16 @@ def _client(c: ClientSummary) -> str:
     if c.rss_mib.samples:
         parts.append(f"RSS max {fmt(c.rss_mib.max, 0)} MiB")
     return "  Client  " + " · ".join(parts)
+
+
+def server_profile_line(record: ServerProfile | None) -> list[str]:
+    """--profile: one line saying where the server wrote its trace, or why there is none; none without --profile."""
+    if record is None:
+        return []
+    if record.status != "profiled":
+        return [f"Server profile: {record.status}" + (f" ({record.message})" if record.message else "")]
+    where = (f"the server wrote its trace under {record.trace_dir} (on its machine)" if record.trace_dir
+             else "the server did not say where it wrote its trace (vLLM: its torch_profiler_dir; SGLang: "
+                  "SGLANG_TORCH_PROFILER_DIR, default /tmp)")
+    said = f"; it said: {record.message}" if record.message else ""
+    return [f"Server profile {record.started_at} → {record.stopped_at}: {where}{said}"]

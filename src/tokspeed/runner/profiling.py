@@ -148,13 +148,3 @@ class ServerProfiler:
             session, self._session = self._session, None
             await session.close()
 
-
-def summary_line(record: ServerProfile) -> str:
-    """One line for the console: where the trace is, or why there is none."""
-    if record.status != "profiled":
-        return f"Server profile: {record.status}" + (f" ({record.message})" if record.message else "")
-    where = (f"the server wrote its trace under {record.trace_dir} (on its machine)" if record.trace_dir
-             else "the server did not say where it wrote its trace (vLLM: its torch_profiler_dir; SGLang: "
-                  "SGLANG_TORCH_PROFILER_DIR, default /tmp)")
-    said = f"; it said: {record.message}" if record.message else ""
-    return f"Server profile {record.started_at} → {record.stopped_at}: {where}{said}"
