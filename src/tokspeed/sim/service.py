@@ -216,6 +216,8 @@ class SimService:
 
     def _count_drafts(self, entry: LogEntry, sent_tokens: int) -> None:
         """Speculative decoding: count the drafts that begin before token `sent_tokens` (before it is written)."""
+        if not self._drafts:  # no speculative decoding (the usual case): nothing per chunk
+            return
         drafts = self._drafts.get(entry.id)
         if drafts is not None and self._metrics.spec is not None:
             self._metrics.spec.count(entry, drafts.due(sent_tokens))

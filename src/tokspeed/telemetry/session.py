@@ -140,7 +140,10 @@ class Telemetry:
         an endpoint; a failed scrape is a `server` line with `ok: false`, as ever.
         """
         if self._endpoint is not None and self._http is not None:
-            await self._sample_server(0)
+            try:
+                await self._sample_server(0)
+            except Exception:  # noqa: BLE001, S110 - as a periodic sample's: never the run
+                pass
 
     def summarise(self, begin: Mark, end: Mark, work: Work, server: bool = True) -> TelemetrySummary:
         """The summary of one window, read back from telemetry.jsonl; counts toward the run's J/token."""
