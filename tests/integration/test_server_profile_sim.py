@@ -117,3 +117,12 @@ def test_ctrl_c_still_stops_the_profile(start_sim: Callable[..., SimServer], tmp
     assert len(calls(lines, "start_profile")) == 1 and len(calls(lines, "stop_profile")) == 1
     assert calls(lines, "stop_profile")[0]["http_status"] == 200
     assert load_json(out / "run.json")["benchmarks"][0]["server_profile"]["status"] == "profiled"
+
+
+def test_a_sweep_over_targets_is_refused_when_any_lacks_the_endpoints(
+        start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    with_them, without = start_sim("--profile-endpoints"), start_sim()
+    p = run_cli("run", "--target", with_them.url, "--target", without.url, "--out", str(tmp_path / "r"),
+                "--requests", "2", "--plain", "--profile")
+    assert p.returncode == 2 and without.url.removesuffix("/v1") in p.stderr, p.stdout + p.stderr
+    assert not (tmp_path / "r").exists()

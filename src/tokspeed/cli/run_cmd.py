@@ -313,7 +313,8 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
         from tokspeed.runner.profiling import check
         from tokspeed.runner.run import target_headers
 
-        asyncio.run(check(cfg.target, target_headers(cfg)))
+        for target in getattr(plan, "targets", None) or [cfg.target]:  # a sweep over targets: each of them
+            asyncio.run(check(target, target_headers(cfg.model_copy(update={"target": target}))))
     points = single_point(cfg, *build(cfg)) if plan is None else plan.points(cfg, build)
     console = Console(quiet=quiet, plain=plain)
     console.starting(cfg, out_dir)
