@@ -219,6 +219,9 @@ class RunConfig(BaseModel):
     server_metrics: str | None = Field(
         None, description="Prometheus endpoint to scrape: a URL, 'off', or unset for the target's /metrics when it answers"
     )
+    server_profile: bool = Field(
+        False, description="call the server's /start_profile before each measured window and /stop_profile after it (vLLM, SGLang)"
+    )
 
     # scheduled open-loop load: trace replay, stages and ramps, mixed classes (tokspeed.load.timeline)
     trace: str | None = Field(None, description="replay a timestamped trace file: its arrival times and lengths")

@@ -78,6 +78,8 @@ def test_gpu_client_and_server_telemetry_match_their_sources(start_sim: Callable
     output_tokens = bench["summary"]["tokens"]["output_total"]
     assert output_tokens == 48 * 16
     assert t["energy_per_output_token_j"] == pytest.approx((g0["energy_j"] + g1["energy_j"]) / output_tokens, rel=1e-12)
+    assert t["energy_j"] == pytest.approx(370 * t["window_s"], abs=1.0)  # 300 W + 70 W
+    assert t["output_tokens_per_j"] == pytest.approx(output_tokens / (g0["energy_j"] + g1["energy_j"]), rel=1e-12)
 
     server = t["server"]
     assert server["engine"] == "tokspeed-sim" and server["url"] == sim.url.removesuffix("/v1") + "/metrics"
@@ -96,7 +98,7 @@ def test_gpu_client_and_server_telemetry_match_their_sources(start_sim: Callable
     assert env["gpu"]["driver"] == "550.54.15" and env["gpu"]["cuda"] == "12.4" and len(env["gpu"]["devices"]) == 2
     assert env["server"]["version"].startswith("tokspeed-sim") and env["server"]["models"][0]["id"] == "tokspeed-sim"
 
-    assert "J per output token" in p.stdout and "Server (tokspeed-sim" in p.stdout
+    assert "J per output token" in p.stdout and "output tokens per J" in p.stdout and "Server (tokspeed-sim" in p.stdout
     report = run_cli("report", str(out))
     assert report.returncode == 0 and "J per output token" in report.stdout
 
@@ -108,6 +110,7 @@ def test_no_gpu_is_one_note_and_no_telemetry_is_nothing(start_sim: Callable[...,
     assert p.returncode == 0, p.stderr
     t = load_json(tmp_path / "a" / "run.json")["benchmarks"][0]["telemetry"]
     assert t["gpus"] == [] and t["server"] is None and t["client"]["cpu_seconds"] > 0
+    assert [t.get(k) for k in ("energy_j", "energy_per_output_token_j", "output_tokens_per_j")] == [None] * 3  # not 0
     assert len(t["notes"]) == 1 and t["notes"][0].startswith("no GPU telemetry: NVML unavailable")
     assert "note: no GPU telemetry" in p.stdout
 
@@ -129,7 +132,8 @@ def test_ctrl_c_leaves_the_telemetry_on_disk(start_sim: Callable[..., SimServer]
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         path = out / "telemetry.jsonl"
-        if path.exists() and sum(1 for x in path.read_text().splitlines() if '"kind":"server"' in x) >= 5:
+        # 5 periodic scrapes (of 2 GPUs' samples each) beyond the one at the window's opening
+        if path.exists() and sum(1 for x in path.read_text().splitlines() if '"kind":"server"' in x) >= 6:
             break
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
@@ -141,3 +145,29 @@ def test_ctrl_c_leaves_the_telemetry_on_disk(start_sim: Callable[..., SimServer]
     assert result["status"] == "interrupted"
     assert result["benchmarks"][0]["telemetry"]["gpus"][0]["power_w"]["mean"] == 300
     assert result["telemetry"]["server"]["scrapes"] >= 5
+
+
+def test_spec_decode_figures_are_the_simulators_drafts_of_the_measured_requests(
+        start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    sim = start_sim("--ttft-ms", "5", "--itl-ms", "2", "--spec-decode-tokens", "3", "--spec-decode-acceptance", "0.6",
+                    "--seed", "11")
+    out = tmp_path / "r"
+    p = run_cli("run", "--target", sim.url, "--out", str(out), "--concurrency", "4", "--warmup", "4",
+                "--requests", "40", "--max-tokens", "32", "--telemetry-interval", "100ms", "--plain")
+    assert p.returncode == 0, p.stderr
+    entries = sorted(sim.entries().values(), key=lambda e: e["received_ns"])
+    assert len(entries) >= 44
+    measured = entries[-40:]  # the probe and the 4 warm-up requests were answered before the window opened
+    assert all(e["completion_tokens"] == 32 for e in measured)
+    drafts = sum(e["spec_drafts"] for e in measured)
+    accepted = sum(e["spec_accepted"] for e in measured)
+    per_pos = [sum(e["spec_accepted_per_pos"][i] for e in measured) for i in range(3)]
+    assert 40 * 8 <= drafts <= 40 * 31  # 31 tokens after the prefill's, 1 to 4 per step
+
+    sd = load_json(out / "run.json")["benchmarks"][0]["telemetry"]["server"]["spec_decode"]
+    assert (sd["drafts"], sd["draft_tokens"], sd["accepted_tokens"]) == (drafts, 3 * drafts, accepted)
+    assert sd["acceptance_rate"] == pytest.approx(accepted / (3 * drafts), rel=1e-12)
+    assert sd["mean_acceptance_length"] == pytest.approx(1 + accepted / drafts, rel=1e-12)
+    assert sd["per_position_acceptance_rate"] == pytest.approx([n / drafts for n in per_pos], rel=1e-12)
+    assert 0.2 < sd["acceptance_rate"] < 0.55  # (0.6 + 0.36 + 0.216) / 3 = 0.392 expected
+    assert f"Speculative decoding  acceptance {accepted / (3 * drafts) * 100:.1f}%" in p.stdout

@@ -57,6 +57,7 @@ def test_every_flag_in_the_docs_and_readmes_exists() -> None:
     known |= {"--silent", "--fail", "--retry", "--retry-delay", "--retry-all-errors"}  # curl's, in the CI example
     known |= options("quality") | {"--tasks", "--output"}  # lm_eval's own flags, in the quality probe recipe
     known |= {"--extra-index-url"}  # pip's, in the install notes
+    known |= {"--profiler-config"}  # vllm serve's, in the --profile notes
     for text in (DOCS, README, README_ZH):
         mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", text))
         assert mentioned - known == set()

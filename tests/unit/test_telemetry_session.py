@@ -9,6 +9,7 @@ import orjson
 
 from test_telemetry_gpu import GPU, fake_nvml
 from tokspeed.telemetry.client import process_cpu_seconds
+from tokspeed.telemetry.log import TelemetryLog
 from tokspeed.telemetry.schema import TELEMETRY_FILE
 from tokspeed.telemetry.session import Telemetry, TelemetryOptions
 from tokspeed.telemetry.summary import Work
@@ -67,6 +68,7 @@ async def test_run_energy_per_token_adds_up_the_windows(tmp_path: Path) -> None:
     energy = sum(w.gpus[0].energy_j or 0 for w in windows)
     assert energy > 0
     assert run.energy_per_output_token_j == energy / 400
+    assert run.energy_j == energy and run.output_tokens_per_j == 400 / energy  # the windows', not the idle time between
 
 
 async def test_missing_sources_are_notes_and_nothing_is_sampled_from_them(tmp_path: Path) -> None:
@@ -89,3 +91,39 @@ async def test_server_metrics_off_tries_nothing(tmp_path: Path) -> None:
     await t.start()
     run = await t.stop()
     assert run.server is None and not any("server" in n for n in run.notes)
+
+
+class FullDiskFile:
+    """A file on a full disk: every write, flush and close fails (close flushes what is buffered)."""
+
+    def write(self, data: bytes) -> int:
+        return len(data)  # buffered
+
+    def flush(self) -> None:
+        raise OSError(28, "No space left on device")
+
+    def close(self) -> None:
+        raise OSError(28, "No space left on device")
+
+    def tell(self) -> int:
+        return 0
+
+
+def test_a_full_disk_costs_the_telemetry_file_never_an_exception(tmp_path: Path) -> None:
+    log = TelemetryLog(tmp_path / "t.jsonl")
+    log._file.close()  # type: ignore[union-attr]
+    log._file = FullDiskFile()  # type: ignore[assignment]
+    log.append({"kind": "server", "t_ns": 1})  # its close raised out of append before
+    assert log.error is not None and "No space left on device" in log.error
+    log.append({"kind": "server", "t_ns": 2})
+    log.close()
+
+
+async def test_an_edge_scrape_that_fails_never_reaches_the_run(tmp_path: Path) -> None:
+    t = Telemetry(TelemetryOptions(interval_s=1.0, nvml=None, server_metrics="off"), tmp_path, epoch_offset_ns=0)
+    await t.start()
+    t._endpoint, t._http = object(), object()  # type: ignore[assignment]  # a scrape of these raises
+
+    await t.scrape_edge()
+    t._endpoint = t._http = None
+    await t.stop()

@@ -8,7 +8,7 @@ from tokspeed.reports.telemetry_text import telemetry_lines
 from tokspeed.telemetry.gpu import GpuInfo
 from tokspeed.telemetry.schema import SeriesStats
 from tokspeed.telemetry.stats import counter_delta, series_stats
-from tokspeed.telemetry.summary import Mark, Setup, Work, energy_per_token, summarise
+from tokspeed.telemetry.summary import Mark, Setup, Work, energy_per_token, summarise, tokens_per_energy, total_energy
 
 GPUS = [GpuInfo(0, "A", 81920.0), GpuInfo(1, "B", 81920.0)]
 
@@ -37,6 +37,7 @@ def test_gpu_stats_come_from_the_window_and_energy_from_the_marks() -> None:
     assert g1.utilization_pct.mean == 26.0 and g1.power_w.mean == 100.0
     assert (g0.energy_j, g1.energy_j) == (3.0, 1.5)
     assert s.energy_per_output_token_j == pytest.approx(4.5 / 450)
+    assert s.energy_j == 4.5 and s.output_tokens_per_j == 100.0  # 450 tokens / (3.0 + 1.5) J
     assert s.window_s == 3e-9
     assert s.client is not None and s.client.cpu_seconds == 0.25 and s.client.cpu_ms_per_request == 5.0
 
@@ -47,6 +48,19 @@ def test_energy_falls_back_to_the_samples_and_is_unknown_when_a_gpu_has_none() -
     assert s.gpus[0].energy_j == 4.0 and s.gpus[1].energy_j is None
     assert s.gpus[1].power_w.samples == 0
     assert s.energy_per_output_token_j is None  # a GPU's energy unknown: no J/token rather than a low one
+    assert s.energy_j is None and s.output_tokens_per_j is None  # nor a total that leaves a GPU out
+
+
+def test_no_gpu_leaves_energy_absent_not_zero() -> None:
+    s = summarise([], Mark(t_ns=1, cpu_s=0), Mark(t_ns=3, cpu_s=0), Setup(0.25), Work(output_tokens=10))
+    assert (s.energy_j, s.energy_per_output_token_j, s.output_tokens_per_j) == (None, None, None)
+    assert "energy_j" not in {k for k, v in s.model_dump().items() if v is not None}
+
+
+def test_tokens_per_joule_is_the_inverse_and_needs_energy_and_tokens() -> None:
+    assert tokens_per_energy(4.0, 10) == 2.5 and total_energy([3.0, 1.0]) == 4.0
+    assert tokens_per_energy(0.0, 10) is None and tokens_per_energy(None, 10) is None and tokens_per_energy(4.0, 0) is None
+    assert total_energy([]) is None and total_energy([3.0, None]) is None
 
 
 def test_energy_per_token_needs_tokens() -> None:
@@ -73,7 +87,7 @@ def test_console_block_names_util_energy_queue_and_client_cpu() -> None:
                   Work(output_tokens=1200, requests=100))
     text = "\n".join(telemetry_lines(s))
     assert "GPU 0 A: util mean 80% · max 80%" in text
-    assert "Energy  0.500 J per output token (600 J over 1 GPU)" in text
+    assert "Energy  0.500 J per output token · 2.00 output tokens per J (600 J over 1 GPU)" in text
     assert "5.000 ms CPU per request" in text
     assert "note: GPU 0: temperature not supported" in text
     assert telemetry_lines(None) == []

@@ -106,6 +106,7 @@ def run(
     quality: Annotated[bool, _opt("--quality", help="After the speed run, send the quality probe (see `tokspeed quality`) to the same target and add its accuracy per category to run.json ('quality') and the printout. HTTP targets only.", panel=OUT)] = False,
     server_metrics: Annotated[str | None, _opt("--server-metrics", help="Prometheus endpoint of the server to scrape during the run (vLLM, SGLang, TGI, llama.cpp), or 'off'. [default: the target's /metrics, if it answers]", panel=TELEMETRY, metavar="URL|off")] = None,
     telemetry_interval: Annotated[str | None, _opt("--telemetry-interval", help="Time between telemetry samples (GPU, client, server): 0.25, 250ms, 1s. [default: 0.25 s]", panel=TELEMETRY, metavar="SECONDS")] = None,
+    server_profile: Annotated[bool, _opt("--profile", help="Run the server's own profiler over each measured window: POST /start_profile after the warm-up and /stop_profile after the last measured request (also on Ctrl-C), then say where the server wrote its trace (run.json: benchmarks[].server_profile). vLLM serves these only when started with --profiler-config (or VLLM_TORCH_PROFILER_DIR on older versions); a server without them is refused before the load. Profiling slows the server: its figures are not a benchmark's.", panel=TELEMETRY)] = False,
     no_telemetry: Annotated[bool, _opt("--no-telemetry", help="Sample nothing beside the load: no telemetry.jsonl, no GPU/client/server figures.", panel=TELEMETRY)] = False,
     price_per_hour: Annotated[list[float] | None, _opt("--price-per-hour", help="Price of one GPU-hour (any currency; repeatable): print what the measured throughput costs (see `tokspeed cost`). [default: none]", panel=OUT, metavar="PRICE")] = None,
     gpus: Annotated[int | None, _opt("--gpus", help="GPUs serving the target, each paid --price-per-hour. [default: 1]", panel=OUT, min=1)] = None,
@@ -158,7 +159,7 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
               max_error_rate: float | None, iterations: int | None, slo: list[str] | None, out: Path | None,
               offline: bool = False,
               overwrite: bool, scenario: Path | None, quiet: bool, plain: bool, html: Path | None,
-              server_metrics: str | None, telemetry_interval: str | None, no_telemetry: bool,
+              server_metrics: str | None, telemetry_interval: str | None, no_telemetry: bool, server_profile: bool = False,
               price_per_hour: list[float] | None, gpus: int | None, quality: bool = False,
               dtype: Any, device: Any, trust_remote_code: bool, engine_arg: Any, tensor_parallel_size: Any,
               gpu_memory_utilization: Any, max_num_seqs: Any, max_model_len: Any, enforce_eager: bool,
@@ -226,6 +227,7 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         "server_metrics": server_metrics,
         "telemetry_interval_s": parse_duration(telemetry_interval) if telemetry_interval else None,
         "telemetry": False if no_telemetry else None,
+        "server_profile": True if server_profile else None,
         "price_per_hour": price_per_hour or None,
         "gpus": gpus,
         "multi_turn": multi_turn,
@@ -307,6 +309,12 @@ def execute(cfg: RunConfig, *, quiet: bool = False, plain: bool = False, overwri
         point_workload = workload if point_cfg is cfg else build_workload(point_cfg)
         return build_backend(point_cfg, point_workload, engine), point_workload
 
+    if cfg.server_profile:  # a server without the profiler's endpoints is refused before anything is sent
+        from tokspeed.runner.profiling import check
+        from tokspeed.runner.run import target_headers
+
+        for target in getattr(plan, "targets", None) or [cfg.target]:  # a sweep over targets: each of them
+            asyncio.run(check(target, target_headers(cfg.model_copy(update={"target": target}))))
     points = single_point(cfg, *build(cfg)) if plan is None else plan.points(cfg, build)
     console = Console(quiet=quiet, plain=plain)
     console.starting(cfg, out_dir)

@@ -78,6 +78,9 @@ def sim(
     prefix_cache_tokens: Annotated[int, typer.Option("--prefix-cache-tokens", help="Simulate a prefix cache holding this many prompt tokens (LRU, vLLM-style chained block hashes): cached prompt tokens skip --per-prompt-token-us and are reported as usage.prompt_tokens_details.cached_tokens and in the log. [default: 0, off]", min=0)] = 0,
     prefix_block_tokens: Annotated[int, typer.Option("--prefix-block-tokens", help="Tokens per prefix-cache block; only whole blocks are cached.", min=1)] = 16,
     control: Annotated[bool, typer.Option("--control", help="Serve POST /sim/control (JSON, e.g. {\"ttft_ms\": 900}) to change ttft_ms, itl_ms, per_prompt_token_us, output_tokens or tokens_per_chunk while running; GET shows them. Off by default so a benchmark's simulator cannot be changed by accident.")] = False,
+    spec_decode_tokens: Annotated[int, typer.Option("--spec-decode-tokens", help="Simulate speculative decoding: K draft tokens per decode step, counted in /metrics as vLLM's spec_decode_* counters (under tokspeed_sim:) and in the log (timing unchanged). [default: 0, off]", min=0, metavar="K", rich_help_panel="Speculative decoding")] = 0,
+    spec_decode_acceptance: Annotated[float, typer.Option("--spec-decode-acceptance", help="Probability that a draft position is accepted when the ones before it were (seeded by --seed per request): the acceptance rate is (R + R² + ... + R^K) / K.", min=0, max=1, metavar="R", rich_help_panel="Speculative decoding")] = 0.7,
+    profile_endpoints: Annotated[bool, typer.Option("--profile-endpoints", help="Serve POST /start_profile and /stop_profile as vLLM started with a profiler does (profiling nothing), each call a line in --log (for `tokspeed run --profile`). Without it they answer 404, as vLLM without a profiler.")] = False,
     quality_accuracy: Annotated[float | None, typer.Option("--quality-accuracy", help="Answer `tokspeed quality` probe questions correctly with probability P (seeded by --seed, per question), otherwise with an answer the probe's checker rejects. [default: off]", min=0, max=1, rich_help_panel="Quality")] = None,
     quality_probes: Annotated[str, typer.Option("--quality-probes", help="Probe set whose questions --quality-accuracy answers: builtin or a JSONL file.", rich_help_panel="Quality")] = "builtin",
 ) -> int:
@@ -124,6 +127,9 @@ def sim(
         control=control,
         quality_accuracy=quality_accuracy,
         quality_probes=quality_probes,
+        spec_decode_tokens=spec_decode_tokens,
+        profile_endpoints=profile_endpoints,
+        spec_decode_acceptance=spec_decode_acceptance,
     )
     try:
         cfg = SimConfig(**options)

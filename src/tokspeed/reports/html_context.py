@@ -42,7 +42,7 @@ from tokspeed.reports.summary_text import (
     stat_columns,
     totals_lines,
 )
-from tokspeed.reports.telemetry_text import telemetry_lines
+from tokspeed.reports.telemetry_text import server_profile_line, telemetry_lines
 from tokspeed.reports.timeline import latency_over_time, timeline
 from tokspeed.results import Benchmark, RunResult
 from tokspeed.results.records import records_by_benchmark
@@ -140,7 +140,7 @@ def _benchmark(bench: Benchmark, records: list[RequestRecord] | None, figs: Figu
         "rows": _metric_rows(bench, percentiles),
         "stats": [header for _stat, header in stat_columns(percentiles)],
         "lines": iteration_lines(bench) + totals_lines(bench) + ci_lines(bench) + group_lines(bench)
-        + telemetry_lines(bench.telemetry),
+        + telemetry_lines(bench.telemetry) + server_profile_line(bench.server_profile),
         "slo": [{"text": v.slo, "met": v.met} for v in s.slo],
         "charts": [c for c in charts if c is not None],
         "note": note,

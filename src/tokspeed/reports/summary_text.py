@@ -312,7 +312,7 @@ def render_result(result: RunResult, directory: Path | None = None) -> Renderabl
     from tokspeed.reports.groups_text import group_tables
     from tokspeed.reports.server_timing_text import server_timing_lines
     from tokspeed.reports.sweep_text import findings, sweep_table
-    from tokspeed.reports.telemetry_text import telemetry_lines
+    from tokspeed.reports.telemetry_text import server_profile_line, telemetry_lines
 
     parts: list[RenderableType] = [Text(line) for line in header_lines(result)]
     if len(result.benchmarks) > 1:
@@ -331,6 +331,9 @@ def render_result(result: RunResult, directory: Path | None = None) -> Renderabl
         parts += conversation_parts(bench.summary)  # per turn, per conversation, prefix cache (when present)
         shown = telemetry_lines(bench.telemetry) if bench.telemetry else telemetry_lines(result.telemetry, "whole run")
         parts += [Text(line) for line in shown]
+    for bench in result.benchmarks:  # --profile: where each point's trace went
+        prefix = f"{bench.name}: " if len(result.benchmarks) > 1 else ""
+        parts += [Text(prefix + line) for line in server_profile_line(bench.server_profile)]
     parts += [Text(line, style="dim") for line in sample_lines(result)]
     for w in result.warnings:
         parts.append(Text(f"Warning: {w}", style="yellow"))

@@ -7,7 +7,9 @@ from tokspeed.telemetry.schema import (
     ClientSummary,
     GPUSummary,
     SeriesStats,
+    ServerProfile,
     ServerSummary,
+    SpecDecodeSummary,
     TelemetrySummary,
 )
 
@@ -20,10 +22,14 @@ def telemetry_lines(t: TelemetrySummary | None, scope: str = "measured window") 
     lines = [f"Telemetry ({scope}: {window}a sample every {t.interval_s:g} s)"]
     lines += [_gpu(g) for g in t.gpus]
     if t.energy_per_output_token_j is not None:
-        total = sum(g.energy_j or 0 for g in t.gpus)
-        lines.append(f"  Energy  {fmt(t.energy_per_output_token_j, 3)} J per output token ({fmt(total, 0)} J over {len(t.gpus)} GPU{'s' if len(t.gpus) != 1 else ''})")
+        total = t.energy_j if t.energy_j is not None else sum(g.energy_j or 0 for g in t.gpus)
+        per_j = f" · {fmt(t.output_tokens_per_j, 2)} output tokens per J" if t.output_tokens_per_j is not None else ""
+        lines.append(f"  Energy  {fmt(t.energy_per_output_token_j, 3)} J per output token{per_j} "
+                     f"({fmt(total, 0)} J over {len(t.gpus)} GPU{'s' if len(t.gpus) != 1 else ''})")
     if t.server is not None:
         lines.append(_server(t.server))
+        if t.server.spec_decode is not None:
+            lines.append(_spec_decode(t.server.spec_decode))
     if t.client is not None:
         lines.append(_client(t.client))
     if t.window_s is not None and t.window_s < 2 * t.interval_s:
@@ -64,6 +70,18 @@ def _server(s: ServerSummary) -> str:
     return f"  Server ({s.engine or 'unknown'}, {s.scrapes} scrapes{errors}): " + " · ".join(parts)
 
 
+def _spec_decode(s: SpecDecodeSummary) -> str:
+    parts = []
+    if s.acceptance_rate is not None:
+        parts.append(f"acceptance {fmt(s.acceptance_rate * 100, 1)}%")
+    if s.mean_acceptance_length is not None:
+        parts.append(f"mean accepted length {fmt(s.mean_acceptance_length, 2)}")
+    if s.per_position_acceptance_rate:
+        parts.append("per position " + ", ".join(fmt(r, 2) for r in s.per_position_acceptance_rate))
+    parts.append(f"{fmt(s.drafts, 0)} drafts")
+    return "  Speculative decoding  " + " · ".join(parts)
+
+
 def _client(c: ClientSummary) -> str:
     parts = [f"CPU {_mean_max(c.process_cpu_pct, '%')} of one core"]
     if c.cpu_ms_per_request is not None:
@@ -76,3 +94,16 @@ def _client(c: ClientSummary) -> str:
     if c.rss_mib.samples:
         parts.append(f"RSS max {fmt(c.rss_mib.max, 0)} MiB")
     return "  Client  " + " · ".join(parts)
+
+
+def server_profile_line(record: ServerProfile | None) -> list[str]:
+    """--profile: one line saying where the server wrote its trace, or why there is none; none without --profile."""
+    if record is None:
+        return []
+    if record.status != "profiled":
+        return [f"Server profile: {record.status}" + (f" ({record.message})" if record.message else "")]
+    where = (f"the server wrote its trace under {record.trace_dir} (on its machine)" if record.trace_dir
+             else "the server did not say where it wrote its trace (vLLM: its torch_profiler_dir; SGLang: "
+                  "SGLANG_TORCH_PROFILER_DIR, default /tmp)")
+    said = f"; it said: {record.message}" if record.message else ""
+    return [f"Server profile {record.started_at} → {record.stopped_at}: {where}{said}"]

@@ -20,7 +20,7 @@ from tokspeed.metrics.schema import Goodput
 from tokspeed.metrics.token_audit import TokenAudit
 from tokspeed.quality.schema import QualityResult
 from tokspeed.results.findings import Finding
-from tokspeed.telemetry.schema import TelemetrySummary
+from tokspeed.telemetry.schema import ServerProfile, TelemetrySummary
 from tokspeed.version import __version__
 
 SCHEMA = "tokspeed.run/1"
@@ -55,6 +55,9 @@ class Benchmark(BaseModel):
     across_iterations: AcrossIterations | None = None
     target: dict[str, Any] | None = Field(None, description="what served this point (sweeps over several targets)")
     telemetry: TelemetrySummary | None = Field(None, description="GPU, client and server telemetry over this point")
+    server_profile: ServerProfile | None = Field(
+        None, description="run --profile: the server's profiler around this point's measured window"
+    )
     stages: dict[str, GroupResult] | None = Field(
         None, description="scheduled load (stages, ramp): each stage's or ramp window's requests, by scheduled time"
     )

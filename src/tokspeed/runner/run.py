@@ -49,6 +49,7 @@ from tokspeed.runner.checks import measurement_warnings
 from tokspeed.runner.conversations import phase_runner
 from tokspeed.runner.guard import ErrorRateGuard, RunStopped, TargetWatch, run_guarded
 from tokspeed.runner.loops import Phase, SpecSource
+from tokspeed.runner.profiling import ServerProfiler
 from tokspeed.telemetry.environment import capture_environment, server_facts
 from tokspeed.telemetry.schema import TelemetrySummary
 from tokspeed.telemetry.session import Telemetry, TelemetryOptions
@@ -416,6 +417,7 @@ class _PointState:
     window: Mark | None = None  # telemetry: when its measured phases began
     window_end: Mark | None = None  # ... and ended
     began_ns: int | None = None  # when its backend's start() was called (cold start)
+    profiler: ServerProfiler | None = None  # --profile: the server's profiler around the measured window
 
 
 def duration_grace_s(cfg: RunConfig) -> float | None:
@@ -496,10 +498,14 @@ async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Obser
     await _server_environment(run, point.cfg)
     run.writer.write_run(run.result)
     obs.target_ready(info)
+    if point.cfg.server_profile and point.cfg.target:
+        state.profiler = ServerProfiler(point.cfg.target, target_headers(point.cfg), config_redactor(point.cfg))
+    measuring = False
     try:
         for phase in phases_from_config(point.cfg):
-            if not phase.warmup and state.window is None and run.telemetry is not None:
-                state.window = run.telemetry.window("begin", state.index)
+            if not phase.warmup and not measuring:
+                measuring = True
+                await _open_window(run, state, phase)
             obs.phase_started(point.name, phase)
             runner = phase_runner(point.workload)  # run_phase, or conversations for a multi-turn workload
             phase_run = runner(plan, phase, point.backend, point.workload, on_record, obs.started)
@@ -519,12 +525,34 @@ async def _run_point(run: _Run, point: LoadPoint, state: _PointState, obs: Obser
             if note not in run.notes:
                 run.notes.append(note)
         if state.window is not None and run.telemetry is not None:
+            await run.telemetry.scrape_edge()  # ... and as it closes
             state.window_end = run.telemetry.window("end", state.index)
+        if state.profiler is not None:  # after the window's end: a trace's flush (minutes) is not measured
+            try:
+                await state.profiler.stop()
+            finally:
+                run.notes += [n for n in state.profiler.notes if n not in run.notes]
         if not run.result.samples:
             run.result.samples = state.samples.samples(point.workload)
     await point.backend.close()
     if (lost := state.watch.verdict()) is not None:
         raise RunStopped(lost)
+
+
+async def _open_window(run: _Run, state: _PointState, phase: Phase) -> None:
+    """The measured window opens: the telemetry's mark and edge scrape, then the server's profiler.
+
+    With a warm-up held at the load, the phase runs its lead first: the profiler starts when
+    the lead ends (the window's telemetry has always included the lead).
+    """
+    if run.telemetry is not None:
+        state.window = run.telemetry.window("begin", state.index)
+        await run.telemetry.scrape_edge()  # the server's counters as the window opens
+    if state.profiler is not None:
+        if phase.lead_s > 0:
+            state.profiler.start_later(phase.lead_s)
+        else:
+            await state.profiler.start()
 
 
 def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark:
@@ -558,6 +586,7 @@ def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark
         add_cold_start(state.served, digest.cold, state.began_ns)  # in-process targets: load vs first vs warm request
     bench.target = state.served or None
     bench.telemetry = _point_telemetry(run, point, state, bench)
+    bench.server_profile = state.profiler.record if state.profiler is not None else None
     if point.cfg.token_audit:  # --token-audit: every text was kept
         from tokspeed.metrics.token_audit import audit_tokens
         from tokspeed.workload.tokens import load_counter

@@ -69,9 +69,18 @@ class SimConfig(BaseModel):
         default=0, ge=0, description="prompt tokens the simulated prefix cache holds (0: no prefix caching)"
     )
     prefix_block_tokens: int = Field(default=16, ge=1, description="tokens per prefix-cache block (hashed as a unit)")
+    profile_endpoints: bool = Field(
+        default=False, description="serve POST /start_profile and /stop_profile, logged (sim/profile.py)"
+    )
     control: bool = Field(default=False, description="serve /sim/control to change timing live (sim/control.py)")
     quality_accuracy: float | None = Field(
         default=None, ge=0, le=1, description="answer quality-probe questions right with this probability (sim/quality.py)"
+    )
+    spec_decode_tokens: int = Field(
+        default=0, ge=0, description="speculative decoding: draft tokens proposed per step (0: off; sim/spec_decode.py)"
+    )
+    spec_decode_acceptance: float = Field(
+        default=0.7, ge=0, le=1, description="probability a draft position is accepted, given the ones before it were"
     )
     quality_probes: str = Field(default="builtin", min_length=1, description="probe set whose questions it answers")
 
@@ -94,6 +103,8 @@ def describe(cfg: SimConfig) -> str:
     if cfg.quality_accuracy is not None:
         parts.append(f"probe accuracy {cfg.quality_accuracy:g}")
     parts.append(f"concurrency {cfg.max_concurrency or 'unlimited'}")
+    if cfg.spec_decode_tokens:
+        parts.append(f"spec decode {cfg.spec_decode_tokens} tokens, acceptance {cfg.spec_decode_acceptance:g}")
     if cfg.reasoning_tokens:
         parts.append(f"{cfg.reasoning_tokens} reasoning tokens")
     flags = [

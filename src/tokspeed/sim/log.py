@@ -57,6 +57,9 @@ class LogEntry:
     error: str | None = None
     fault: str | None = None  # the injected fault (sim/faults.py), when one was applied
     cached_tokens: int | None = None  # prompt tokens found in the prefix cache (None: no prefix cache)
+    spec_drafts: int | None = None  # speculative decoding (sim/spec_decode.py): drafts counted for this request
+    spec_accepted: int | None = None  # ... draft tokens accepted in them
+    spec_accepted_per_pos: list[int] | None = None  # ... accepted at each draft position
 
 
 class SimLog:

@@ -16,6 +16,10 @@
 * histograms `tokspeed_sim:inter_token_latency_seconds` (each gap between token-bearing chunks) and
   `tokspeed_sim:e2e_request_latency_seconds` (arrival to end, requests that ended `ok`), vLLM's
   buckets and names, observed at the same moment (for `tokspeed monitor --server-metrics`)
+* with `--spec-decode-tokens K`, vLLM's speculative-decoding counters under `tokspeed_sim:`:
+  `spec_decode_num_drafts_total`, `spec_decode_num_draft_tokens_total`,
+  `spec_decode_num_accepted_tokens_total` and `spec_decode_num_accepted_tokens_per_pos_total`
+  (one sample per `position` label), counted as sim/spec_decode.py says
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import numpy as np
 
 from tokspeed.sim.gate import FifoGate
 from tokspeed.sim.log import LogEntry, SimStatus
+from tokspeed.sim.spec_decode import SpecCounters
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # vLLM's bucket bounds (seconds) for these histograms
@@ -71,7 +76,8 @@ class Histogram:
 class SimMetrics:
     """Counts what the server is doing; `render()` is what GET /metrics answers."""
 
-    def __init__(self, gate: FifoGate, model: str, kv_capacity_tokens: int, prefix_cache: bool = False) -> None:
+    def __init__(self, gate: FifoGate, model: str, kv_capacity_tokens: int, prefix_cache: bool = False,
+                 spec_decode_tokens: int = 0) -> None:
         self._gate = gate
         self._model = model.replace("\\", "\\\\").replace('"', '\\"')
         self._capacity = kv_capacity_tokens
@@ -85,6 +91,7 @@ class SimMetrics:
         self._ttft = Histogram(TTFT_BUCKETS)
         self._itl = Histogram(ITL_BUCKETS)
         self._e2e = Histogram(E2E_BUCKETS)
+        self.spec = SpecCounters(spec_decode_tokens) if spec_decode_tokens else None
 
     def admitted(self, entry: LogEntry) -> None:
         """A request got its slot and starts being served."""
@@ -133,4 +140,6 @@ class SimMetrics:
         lines += self._ttft.lines("tokspeed_sim:time_to_first_token_seconds", labels, "Arrival to first token written, seconds.")
         lines += self._itl.lines("tokspeed_sim:inter_token_latency_seconds", labels, "Gap between token-bearing chunks, seconds.")
         lines += self._e2e.lines("tokspeed_sim:e2e_request_latency_seconds", labels, "Arrival to end of ok requests, seconds.")
+        if self.spec is not None:
+            lines += self.spec.lines(labels)
         return "\n".join(lines) + "\n"

@@ -47,6 +47,10 @@ def make_app(cfg: SimConfig) -> web.Application:
         from tokspeed.sim.control import control_routes
 
         app.add_routes(control_routes(service))
+    if cfg.profile_endpoints:
+        from tokspeed.sim.profile import SimProfiler
+
+        app.add_routes(SimProfiler(service).routes())
     app.add_routes(NativeSim(service).routes())  # TGI, Triton, Ollama, llama.cpp, SGLang native APIs
     if not cfg.keep_alive:
         app.on_response_prepare.append(_close_after)

@@ -33,6 +33,7 @@ from tokspeed.sim.prefix_cache import PrefixCache, prompt_tokens, with_cached
 from tokspeed.sim.quality import QualityAnswers, with_answer
 from tokspeed.sim.request import ApiName, RequestError, SimRequest, parse_request
 from tokspeed.sim.schedule import Chunk, ResponsePlan, Timing, make_plan, sleep_until
+from tokspeed.sim.spec_decode import Drafts, draw_drafts
 from tokspeed.sim.stream import ChunkEncoder, error_body, response_body, usage_dict
 from tokspeed.sim.vocab import token_text
 from tokspeed.version import __version__
@@ -51,7 +52,9 @@ class SimService:
         self.epoch_offset_ns = time.time_ns() - time.perf_counter_ns()
         self._created = int(time.time())
         self._gate = FifoGate(cfg.max_concurrency)
-        self._metrics = SimMetrics(self._gate, cfg.model, cfg.kv_capacity_tokens, prefix_cache=bool(cfg.prefix_cache_tokens))
+        self._metrics = SimMetrics(self._gate, cfg.model, cfg.kv_capacity_tokens, prefix_cache=bool(cfg.prefix_cache_tokens),
+                                   spec_decode_tokens=cfg.spec_decode_tokens)
+        self._drafts: dict[str, Drafts] = {}  # speculative decoding: the drafts of each request being served
         self._log = SimLog(cfg.log_path)
         self._ids = itertools.count(1)
         self._eol = b"\r\n" if cfg.crlf else b"\n"
@@ -111,6 +114,10 @@ class SimService:
         finally:
             self._metrics.released(entry)
             self._gate.release()
+
+    def write_log(self, entry: LogEntry) -> None:
+        """Append a line to the log (the profiler endpoints' calls)."""
+        self._log.write(entry)
 
     def log_rejected(self, entry: LogEntry, exc: RequestError) -> None:
         """A request refused before any work: logged at once."""
@@ -198,8 +205,22 @@ class SimService:
         entry.planned_tokens = plan.total_tokens
         entry.prefill_ns = plan.timing.prefill_ns
         entry.itl_ns = plan.timing.itl_ns
-        async with self.tracked(request, entry):
-            return await self._admit_and_serve(request, req, plan, entry, fault)
+        if self.cfg.spec_decode_tokens:
+            self._drafts[entry.id] = draw_drafts(plan.total_tokens, self.cfg.spec_decode_tokens,
+                                                 self.cfg.spec_decode_acceptance, self.cfg.seed, entry.id)
+        try:
+            async with self.tracked(request, entry):
+                return await self._admit_and_serve(request, req, plan, entry, fault)
+        finally:
+            self._drafts.pop(entry.id, None)
+
+    def _count_drafts(self, entry: LogEntry, sent_tokens: int) -> None:
+        """Speculative decoding: count the drafts that begin before token `sent_tokens` (before it is written)."""
+        if not self._drafts:  # no speculative decoding (the usual case): nothing per chunk
+            return
+        drafts = self._drafts.get(entry.id)
+        if drafts is not None and self._metrics.spec is not None:
+            self._metrics.spec.count(entry, drafts.due(sent_tokens))
 
     def _new_entry(self, api: ApiName, received_ns: int) -> LogEntry:
         prefix = "cmpl" if api == "completions" else "chatcmpl"
@@ -332,6 +353,7 @@ class SimService:
                 enc.tokens(text(c.first_token, c.tokens), reasoning=c.reasoning, last=k == last)
                 for k, c in zip(range(j, j + len(group)), group)
             )
+            self._count_drafts(entry, group[-1].last_token + 1)
             sent_ns = perf_counter_ns()
             await resp.write(data)
             if j == 0:
@@ -376,6 +398,7 @@ class SimService:
         )
         resp = web.Response(body=body, content_type=_JSON)
         await sleep_until(start_ns + plan.last_due_offset_ns())
+        self._count_drafts(entry, plan.total_tokens)
         sent_ns = perf_counter_ns()
         try:
             await resp.prepare(request)

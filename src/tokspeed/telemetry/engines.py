@@ -8,7 +8,10 @@ An engine is recognised by its metric-name prefix. For each role the first name 
 serves is used: `running`, `waiting`, `kv_usage` (a 0..1 fraction; max over label sets, i.e.
 the fullest engine of a data-parallel server), prefix-cache counters (hit rate = Δhits / Δqueries)
 or a hit-rate gauge, a preemption counter; `counters` are reported as deltas over the window and
-`gauges` as their last value. Every other name in the scrape is ignored.
+`gauges` as their last value. Speculative decoding (vLLM's `vllm:spec_decode_num_drafts`,
+`_num_draft_tokens`, `_num_accepted_tokens` and `_num_accepted_tokens_per_pos`, the last one
+sample per `position` label, as vllm/v1/spec_decode/metrics.py exports them) is read as counters
+too. Every other name in the scrape is ignored.
 """
 
 from __future__ import annotations
@@ -30,19 +33,50 @@ class EngineMetrics:
     preemptions: tuple[str, ...] = ()
     counters: tuple[str, ...] = ()
     gauges: tuple[str, ...] = ()
+    spec_decode: SpecDecodeNames | None = None
 
     @property
     def names(self) -> frozenset[str]:
         """Every sample name worth keeping from a scrape."""
+        spec = self.spec_decode.names if self.spec_decode is not None else ()
         return frozenset(
             self.running + self.waiting + self.kv_usage + self.prefix_hits + self.prefix_queries
-            + self.prefix_hit_rate + self.preemptions + self.counters + self.gauges
+            + self.prefix_hit_rate + self.preemptions + self.counters + self.gauges + spec
         )
+
+    @property
+    def by_position(self) -> frozenset[str]:
+        """Names kept one value per `position` label (`name[0]`, `name[1]`, ...), not summed over positions."""
+        return frozenset((self.spec_decode.accepted_per_pos,)) if self.spec_decode is not None else frozenset()
 
     @property
     def maxed(self) -> frozenset[str]:
         """Names combined across label sets by max (fractions); the rest are summed."""
         return frozenset(self.kv_usage + self.prefix_hit_rate)
+
+
+@dataclass(frozen=True)
+class SpecDecodeNames:
+    """Speculative decoding's counters: drafts proposed, draft tokens, of those accepted, accepted per position."""
+
+    drafts: str
+    draft_tokens: str
+    accepted: str
+    accepted_per_pos: str
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.drafts, self.draft_tokens, self.accepted, self.accepted_per_pos)
+
+
+def _spec_names(prefix: str) -> SpecDecodeNames:
+    """vLLM's spec-decode counter names under `prefix` (the simulator serves the same under its own)."""
+    return SpecDecodeNames(
+        drafts=f"{prefix}spec_decode_num_drafts_total",
+        draft_tokens=f"{prefix}spec_decode_num_draft_tokens_total",
+        accepted=f"{prefix}spec_decode_num_accepted_tokens_total",
+        accepted_per_pos=f"{prefix}spec_decode_num_accepted_tokens_per_pos_total",
+    )
 
 
 # the server's TTFT histogram (_sum in seconds, _count), read as counters: Δsum / Δcount is its mean over a window
@@ -62,6 +96,7 @@ ENGINES: tuple[EngineMetrics, ...] = (
         prefix_queries=("tokspeed_sim:prefix_cache_queries_total",),
         counters=("tokspeed_sim:prompt_tokens_total", "tokspeed_sim:generation_tokens_total", "tokspeed_sim:requests_total",
                   *TTFT_HISTOGRAM["tokspeed-sim"]),
+        spec_decode=_spec_names("tokspeed_sim:"),
     ),
     EngineMetrics(
         engine="vllm",
@@ -76,6 +111,7 @@ ENGINES: tuple[EngineMetrics, ...] = (
         counters=("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total",
                   *TTFT_HISTOGRAM["vllm"]),
         gauges=("vllm:num_requests_swapped",),
+        spec_decode=_spec_names("vllm:"),
     ),
     EngineMetrics(
         engine="sglang",

@@ -56,9 +56,13 @@ class TelemetryLog:
         return self._file.tell() if self._file is not None else 0
 
     def close(self) -> None:
+        """Close the file; on a full disk its close (a flush of what is buffered) fails too: the file is let go."""
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            f, self._file = self._file, None
+            try:
+                f.close()
+            except OSError as exc:
+                self.error = self.error or f"cannot append to {self.path}: {exc}"
 
 
 def read_lines(path: Path, offset: int = 0) -> Iterator[Line]:

@@ -48,6 +48,21 @@ class ClientSummary(BaseModel):
     cpu_count: int | None = None
 
 
+class SpecDecodeSummary(BaseModel):
+    """Speculative decoding over the window, from the server's counters (vLLM's `vllm:spec_decode_*`)."""
+
+    drafts: float = Field(description="drafts proposed (Δ num_drafts)")
+    draft_tokens: float = Field(description="draft tokens proposed (Δ num_draft_tokens)")
+    accepted_tokens: float = Field(description="draft tokens accepted (Δ num_accepted_tokens)")
+    acceptance_rate: float | None = Field(None, description="accepted_tokens / draft_tokens, 0..1")
+    mean_acceptance_length: float | None = Field(
+        None, description="1 + accepted_tokens / drafts: tokens each verification step yields, the bonus token included"
+    )
+    per_position_acceptance_rate: list[float] = Field(
+        default_factory=list, description="Δ accepted at draft position i / drafts, i = 0, 1, ..."
+    )
+
+
 class ServerSummary(BaseModel):
     """A scraped Prometheus endpoint, reduced to the figures that explain latency."""
 
@@ -63,6 +78,24 @@ class ServerSummary(BaseModel):
     metrics: dict[str, float] = Field(
         default_factory=dict, description="other known metrics: counters as their rise over the window, gauges as their last value"
     )
+    spec_decode: SpecDecodeSummary | None = Field(
+        None, description="speculative decoding over the window; None when the server serves no spec-decode counters"
+    )
+
+
+class ServerProfile(BaseModel):
+    """`--profile`: the server's profiler started before a load point's measured window and stopped after it."""
+
+    url: str = Field(description="the server's root: POST {url}/start_profile, then {url}/stop_profile")
+    status: str = Field("not started", description="profiled (both calls answered 2xx), failed, or not started")
+    started_at: str | None = Field(None, description="when /start_profile answered (UTC, ISO 8601)")
+    stopped_at: str | None = Field(None, description="when /stop_profile answered (UTC, ISO 8601)")
+    start_http_status: int | None = None
+    stop_http_status: int | None = None
+    message: str | None = Field(None, description="what the server said (its answers' bodies), or why a call failed")
+    trace_dir: str | None = Field(
+        None, description="where the server writes its traces (on its own machine), when the server or the environment says"
+    )
 
 
 class TelemetrySummary(BaseModel):
@@ -71,7 +104,13 @@ class TelemetrySummary(BaseModel):
     gpus: list[GPUSummary] = Field(default_factory=list)
     client: ClientSummary | None = None
     server: ServerSummary | None = None
+    energy_j: float | None = Field(
+        None, description="energy of every GPU over the window, J (None unless every GPU gave its energy counter)"
+    )
     energy_per_output_token_j: float | None = Field(
         None, description="energy of every GPU over the window / output tokens of the window's completed requests"
+    )
+    output_tokens_per_j: float | None = Field(
+        None, description="output tokens of the window's completed requests / energy of every GPU over the window"
     )
     notes: list[str] = Field(default_factory=list, description="why a source is missing, e.g. no NVIDIA driver")

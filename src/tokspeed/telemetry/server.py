@@ -41,9 +41,12 @@ def same_origin(a: str, b: str) -> bool:
     return (pa.scheme, pa.hostname, pa.port) == (pb.scheme, pb.hostname, pb.port)
 
 
-def sample_values(text: str, keep: frozenset[str] | None = None, maxed: frozenset[str] = frozenset()) -> dict[str, float]:
+def sample_values(text: str, keep: frozenset[str] | None = None, maxed: frozenset[str] = frozenset(),
+                  by_position: frozenset[str] = frozenset()) -> dict[str, float]:
     """{sample name: value} of a Prometheus text scrape, label sets combined; only `keep` if given.
 
+    A name in `by_position` is kept once per value of its `position` label, as `name[position]`
+    (vLLM's accepted draft tokens per position), each summed over the other labels.
     Raises ValueError when the text is not Prometheus exposition format.
     """
     from prometheus_client.parser import text_string_to_metric_families
@@ -55,6 +58,8 @@ def sample_values(text: str, keep: frozenset[str] | None = None, maxed: frozense
             name = s.name if keep is None else _kept_name(s.name, keep)
             if name is None or math.isnan(s.value):
                 continue
+            if name in by_position:
+                name = f"{name}[{s.labels.get('position', '')}]"
             if name in out:
                 out[name] = max(out[name], s.value) if name in maxed else out[name] + s.value
             else:
@@ -139,7 +144,7 @@ async def scrape(session: aiohttp.ClientSession, endpoint: Endpoint) -> dict[str
     """One scrape as the fields of a `server` line; a failure is a line with `ok: false`, never an exception."""
     try:
         text = await fetch(session, endpoint.url, endpoint.headers)
-        values = sample_values(text, endpoint.engine.names, endpoint.engine.maxed)
+        values = sample_values(text, endpoint.engine.names, endpoint.engine.maxed, endpoint.engine.by_position)
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, UnicodeError) as exc:
         return {"ok": False, "error": why(exc)}
     return reading(endpoint.engine, values)

@@ -31,6 +31,8 @@ from tokspeed.telemetry.summary import (
     Work,
     energy_per_token,
     summarise,
+    tokens_per_energy,
+    total_energy,
 )
 
 LOAD = object()  # TelemetryOptions.nvml default: import pynvml when the run starts
@@ -95,7 +97,10 @@ class Telemetry:
         self._log.append({"kind": "stop", **_mark_fields(end)})
         begin = self._start or end
         summary = summarise(read_lines(self.path), begin, end, self._setup())
+        energy = total_energy(self._energy)  # the load points' windows, not the idle time between them
+        summary.energy_j = energy
         summary.energy_per_output_token_j = energy_per_token(self._energy, self._tokens) if self._energy else None
+        summary.output_tokens_per_j = tokens_per_energy(energy, self._tokens)
         await self._close()
         return summary
 
@@ -126,6 +131,19 @@ class Telemetry:
         m = self.mark()
         self._log.append({"kind": "window", "event": event, "benchmark": benchmark, **_mark_fields(m)})
         return m
+
+    async def scrape_edge(self) -> None:
+        """Scrape the server now, at a window's edge (after its begin mark, before its end mark).
+
+        Counter deltas then cover the whole window — every measured request's tokens, drafts and
+        cache hits — instead of starting at the first periodic scrape inside it. Nothing without
+        an endpoint; a failed scrape is a `server` line with `ok: false`, as ever.
+        """
+        if self._endpoint is not None and self._http is not None:
+            try:
+                await self._sample_server(0)
+            except Exception:  # noqa: BLE001, S110 - as a periodic sample's: never the run
+                pass
 
     def summarise(self, begin: Mark, end: Mark, work: Work, server: bool = True) -> TelemetrySummary:
         """The summary of one window, read back from telemetry.jsonl; counts toward the run's J/token."""

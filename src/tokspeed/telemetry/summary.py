@@ -6,12 +6,18 @@ of samples. Everything else is the samples whose `t_ns` lies in the window, redu
 `series_stats` (mean, max, min, p99). Formulas:
 
 * energy_j (per GPU) = energy counter at the end − at the start, in J
-* energy_per_output_token_j = Σ energy_j over every GPU / output tokens of the window's
-  completed requests (None unless every GPU gave its energy)
+* energy_j (the window's) = Σ energy_j over every GPU (None unless every GPU gave its energy;
+  absent, never 0, without a GPU)
+* energy_per_output_token_j = energy_j / output tokens of the window's completed requests
+* output_tokens_per_j = output tokens of the window's completed requests / energy_j (its inverse;
+  None when the energy is 0: a counter that did not move says nothing)
 * cpu_seconds = process user+sys CPU time at the end − at the start
 * cpu_ms_per_request = cpu_seconds × 1000 / requests finished in the window
 * prefix_cache_hit_rate = Δ hits / Δ queries (vLLM's counters), or the mean of a hit-rate gauge
 * preemptions = Δ of the engine's preemption counter
+* spec_decode (vLLM's counters, as its own client reports them): acceptance_rate =
+  Δ accepted tokens / Δ draft tokens; mean_acceptance_length = 1 + Δ accepted tokens / Δ drafts;
+  per_position_acceptance_rate[i] = Δ accepted at position i / Δ drafts
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from tokspeed.telemetry.schema import (
     ClientSummary,
     GPUSummary,
     ServerSummary,
+    SpecDecodeSummary,
     TelemetrySummary,
 )
 from tokspeed.telemetry.stats import counter_delta, series_stats
@@ -73,13 +80,16 @@ def summarise(lines: Iterable[Line], begin: Mark, end: Mark, setup: Setup, work:
         if isinstance(t, int) and begin.t_ns <= t <= end.t_ns and line.get("kind") in by_kind:
             by_kind[line["kind"]].append(line)
     gpus = [_gpu(info, by_kind["gpu"], begin, end) for info in setup.gpus]
+    energy = total_energy([g.energy_j for g in gpus])
     return TelemetrySummary(
         interval_s=setup.interval_s,
         window_s=(end.t_ns - begin.t_ns) / NS,
         gpus=gpus,
         client=_client(by_kind["client"], begin, end, setup, work),
         server=_server(by_kind["server"], setup) if server and setup.server_url and setup.engine else None,
+        energy_j=energy,
         energy_per_output_token_j=energy_per_token([g.energy_j for g in gpus], work.output_tokens),
+        output_tokens_per_j=tokens_per_energy(energy, work.output_tokens),
         notes=list(setup.notes),
     )
 
@@ -89,6 +99,20 @@ def energy_per_token(energies_j: list[float | None], output_tokens: int | None) 
     if not energies_j or any(e is None for e in energies_j) or not output_tokens:
         return None
     return sum(e for e in energies_j if e is not None) / output_tokens
+
+
+def total_energy(energies_j: list[float | None]) -> float | None:
+    """Σ energy of every GPU; None without GPUs or with a GPU's energy unknown."""
+    if not energies_j or any(e is None for e in energies_j):
+        return None
+    return sum(e for e in energies_j if e is not None)
+
+
+def tokens_per_energy(energy_j: float | None, output_tokens: int | None) -> float | None:
+    """Output tokens / energy; None without an energy, with none used, or with no tokens."""
+    if not energy_j or not output_tokens:
+        return None
+    return output_tokens / energy_j
 
 
 def _gpu(info: GpuInfo, lines: list[Line], begin: Mark, end: Mark) -> GPUSummary:
@@ -136,7 +160,32 @@ def _server(lines: list[Line], setup: Setup) -> ServerSummary:
         prefix_cache_hit_rate=_hit_rate(engine, values),
         preemptions=_delta_of(engine.preemptions, values),
         metrics=_other_metrics(engine, values),
+        spec_decode=spec_decode(engine, values),
     )
+
+
+def spec_decode(engine: EngineMetrics, values: list[dict[str, Any]]) -> SpecDecodeSummary | None:
+    """Speculative decoding over the window; None without its counters or with no draft in the window."""
+    names = engine.spec_decode
+    if names is None:
+        return None
+    drafts, proposed, accepted = (_delta_of((n,), values) for n in (names.drafts, names.draft_tokens, names.accepted))
+    if drafts is None or proposed is None or accepted is None or not drafts:
+        return None
+    return SpecDecodeSummary(
+        drafts=drafts, draft_tokens=proposed, accepted_tokens=accepted,
+        acceptance_rate=accepted / proposed if proposed else None,
+        mean_acceptance_length=1 + accepted / drafts,
+        per_position_acceptance_rate=[(d or 0.0) / drafts for d in _per_position(names.accepted_per_pos, values)],
+    )
+
+
+def _per_position(name: str, values: list[dict[str, Any]]) -> list[float | None]:
+    """Δ of `name[0]`, `name[1]`, ... in position order, as far as the positions run unbroken."""
+    out: list[float | None] = []
+    while any(f"{name}[{len(out)}]" in v for v in values):
+        out.append(_delta_of((f"{name}[{len(out)}]",), values))
+    return out
 
 
 def _series(names: tuple[str, ...], values: list[dict[str, Any]]) -> list[float | None]:
