@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from tokspeed.metrics.sketch import BoundedSample
+from tokspeed.stats.sketch import BoundedSample
 
 
 def main() -> None:

@@ -340,7 +340,7 @@ class RunConfig(BaseModel):
     @field_validator("percentiles", mode="before")
     @classmethod
     def _percentiles(cls, v: Any) -> Any:
-        from tokspeed.metrics.stats import parse_percentiles
+        from tokspeed.stats.distribution import parse_percentiles
 
         return [] if v is None or v == [] else list(parse_percentiles(v))
 

@@ -58,7 +58,7 @@ from real_servers import (
     free_port,
     vllm_missing,
 )
-from tokspeed.metrics.stats import distribution
+from tokspeed.stats.distribution import distribution
 
 pytestmark = pytest.mark.integration
 exported_model = real_servers.exported_model  # the session's model directory (a fixture)

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from tokspeed.metrics.bootstrap import (
+from tokspeed.stats.bootstrap import (
     bootstrap_percentile_ci,
     bootstrap_percentile_cis,
     samples_for_precision,

@@ -7,8 +7,8 @@ import pytest
 
 from tokspeed.metrics import summarize
 from tokspeed.metrics.cooldown import cooldown, cooldown_cut
-from tokspeed.metrics.stats import parse_percentiles, percentile_name
 from tokspeed.records import RequestRecord, Status
+from tokspeed.stats.distribution import parse_percentiles, percentile_name
 
 MS = 1_000_000
 

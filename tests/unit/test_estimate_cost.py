@@ -10,8 +10,8 @@ from tokspeed.estimate.efficiency import efficiency, run_concurrency
 from tokspeed.estimate.hardware import load_gpu
 from tokspeed.estimate.model import load_model
 from tokspeed.metrics.schema import Summary, Throughput
-from tokspeed.metrics.stats import Distribution
 from tokspeed.results import Benchmark, CapacityProbe, CapacityResult, RunResult
+from tokspeed.stats.distribution import Distribution
 
 
 def _summary(rps: float, out_tps: float, total_tps: float, **kw: Distribution) -> Summary:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tokspeed.metrics.schema import Summary
-from tokspeed.metrics.stats import STAT_NAMES
 from tokspeed.results import METRIC_SPEC, RunResult
+from tokspeed.stats.distribution import STAT_NAMES
 
 SPEC = (Path(__file__).parents[2] / "docs" / "metric-spec.md").read_text(encoding="utf-8")
 

@@ -13,7 +13,9 @@ from diagnosis_builders import bench, rec, result
 from tokspeed.diagnosis.stability import too_few_samples
 from tokspeed.diagnosis.thresholds import DEFAULT
 from tokspeed.metrics.schema import Summary
-from tokspeed.metrics.stats import (
+from tokspeed.metrics.summary import summarize
+from tokspeed.reports.summary_text import ci_lines
+from tokspeed.stats.distribution import (
     QuantileCI,
     distribution,
     distribution_with_ci,
@@ -21,8 +23,6 @@ from tokspeed.metrics.stats import (
     order_statistic_ranks,
     required_samples,
 )
-from tokspeed.metrics.summary import summarize
-from tokspeed.reports.summary_text import ci_lines
 
 
 def _brute_ranks(n: int, q: float) -> tuple[int, int] | None:

@@ -26,10 +26,10 @@ from tokspeed.diagnosis.thresholds import DEFAULT, Thresholds
 from tokspeed.metrics.buffered import FLUSH_AT, BufferedSample
 from tokspeed.metrics.cold_start import ColdStartTally, cold_start_figures
 from tokspeed.metrics.fit import fit_line
-from tokspeed.metrics.median import sample_median
-from tokspeed.metrics.sketch import BoundedSample
 from tokspeed.records import ErrorKind, RequestRecord, TokenSource
 from tokspeed.runner.checks import measurement_warnings
+from tokspeed.stats.median import sample_median
+from tokspeed.stats.sketch import BoundedSample
 
 MS = 1_000_000
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from tokspeed.metrics.significance import (
+from tokspeed.stats.significance import (
     CORRECTION,
     ClusteredSample,
     adjust,

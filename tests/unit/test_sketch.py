@@ -1,4 +1,4 @@
-"""BoundedSample: bit-for-bit `stats.distribution` while exact, within α of the true order statistics beyond."""
+"""BoundedSample: bit-for-bit `distribution.distribution` while exact, within α of the true order statistics beyond."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from tokspeed.metrics.sketch import MAX_BUCKETS, RELATIVE_ACCURACY, BoundedSample
-from tokspeed.metrics.stats import (
+from tokspeed.stats.distribution import (
     CI_QUANTILES,
     QUANTILES,
     Distribution,
@@ -16,6 +15,7 @@ from tokspeed.metrics.stats import (
     distribution_with_ci,
     order_statistic_ranks,
 )
+from tokspeed.stats.sketch import MAX_BUCKETS, RELATIVE_ACCURACY, BoundedSample
 
 ALPHA = RELATIVE_ACCURACY
 NAMES = ("p50", "p90", "p95", "p99", "p999")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokspeed.metrics.stats import STAT_NAMES, Distribution, distribution
+from tokspeed.stats.distribution import STAT_NAMES, Distribution, distribution
 
 finite = st.floats(min_value=-1e9, max_value=1e9, allow_nan=False, allow_infinity=False)
 

@@ -33,9 +33,9 @@ from tokspeed.metrics.server_timing import (
     server_ttft_ms,
     summarize_server_timing,
 )
-from tokspeed.metrics.stats import distribution
 from tokspeed.metrics.summary import summarize
 from tokspeed.records import RequestRecord, Status
+from tokspeed.stats.distribution import distribution
 
 _MS = 1 / 1_000_000
 _S = 1 / 1_000_000_000

@@ -11,11 +11,11 @@ import pytest
 
 from tokspeed.metrics import parse_slo, summarize
 from tokspeed.metrics import summary as summary_module
-from tokspeed.metrics.sketch import BoundedSample
 from tokspeed.metrics.steady_state import steady_state
 from tokspeed.metrics.summary import SummaryBuilder
 from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
 from tokspeed.results import ResultsWriter, StoredRecords, build_benchmark
+from tokspeed.stats.sketch import BoundedSample
 
 MS = 1_000_000
 

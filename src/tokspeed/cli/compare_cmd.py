@@ -75,7 +75,7 @@ def compare(
 def _percentiles(text: str | None) -> tuple[float, ...]:
     if text is None:
         return ()
-    from tokspeed.metrics.stats import parse_percentiles
+    from tokspeed.stats.distribution import parse_percentiles
 
     try:
         return parse_percentiles(text)

@@ -351,7 +351,7 @@ def _percentiles(text: str | None) -> list[float] | None:
     """--percentiles as numbers (None: not given); a usage error names the bad item."""
     if text is None:
         return None
-    from tokspeed.metrics.stats import parse_percentiles
+    from tokspeed.stats.distribution import parse_percentiles
 
     try:
         return list(parse_percentiles(text))

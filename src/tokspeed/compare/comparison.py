@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tokspeed.metrics.stats import percentile_name
+from tokspeed.stats.distribution import percentile_name
 
 SCHEMA = "tokspeed.compare/2"
 Better = Literal["lower", "higher"]

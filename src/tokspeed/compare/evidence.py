@@ -43,7 +43,10 @@ from tokspeed.compare.comparison import (
 from tokspeed.compare.gates import Gate, GateResult, judge
 from tokspeed.compare.verdicts import Evidence, Finding, sentence, verdict, word
 from tokspeed.metrics.samples import RequestSamples, request_samples
-from tokspeed.metrics.significance import (
+from tokspeed.records import RequestRecord
+from tokspeed.results import Benchmark, IterationResult, RunResult
+from tokspeed.results.records import records_by_benchmark
+from tokspeed.stats.significance import (
     ClusteredSample,
     adjust,
     bootstrap_quantiles,
@@ -52,9 +55,6 @@ from tokspeed.metrics.significance import (
     thin,
     welch_log_ratio,
 )
-from tokspeed.records import RequestRecord
-from tokspeed.results import Benchmark, IterationResult, RunResult
-from tokspeed.results.records import records_by_benchmark
 
 THROUGHPUT = ("output_tokens_per_s", "requests_per_s")
 # config keys that change what is measured; load keys matter only for their profile

@@ -33,10 +33,10 @@ from tokspeed.diagnosis.causes import Cause, advice_for, cause_of, stopped_early
 from tokspeed.metrics.buffered import BufferedSample
 from tokspeed.metrics.cold_start import ColdStartTally
 from tokspeed.metrics.fit import LinearFit, fit_line
-from tokspeed.metrics.median import sample_median
 from tokspeed.metrics.request import e2e_ns, ttft_ns
-from tokspeed.metrics.sketch import EXACT_LIMIT
 from tokspeed.records import Anomaly, RequestRecord, Status, TokenSource
+from tokspeed.stats.median import sample_median
+from tokspeed.stats.sketch import EXACT_LIMIT
 
 MAX_CAUSES = 256  # error causes tallied one by one per point; later new causes are only counted
 MAX_LABELS = 64  # distinct finish reasons / anomaly names kept; later new ones are counted under OTHER_LABEL

@@ -19,7 +19,7 @@
   carries the 95% CIs of TTFT/E2E p90 and p99 (None: too few samples to bound them),
   the requests a p99 CI needs at all (368), and `suggested_requests`: enough for the
   p99 CI half-width to be within `ci_precision` (10%) of p99, estimated from the
-  observed interval (`tokspeed.metrics.stats.required_samples`); without one, 368.
+  observed interval (`tokspeed.stats.distribution.required_samples`); without one, 368.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from tokspeed.diagnosis.thresholds import Thresholds
 from tokspeed.metrics.fit import LinearFit
 from tokspeed.metrics.iterations import AcrossIterations
 from tokspeed.metrics.schema import Summary
-from tokspeed.metrics.stats import min_samples_for_ci, required_samples
 from tokspeed.results import Benchmark, RunResult
 from tokspeed.results.findings import Finding
+from tokspeed.stats.distribution import min_samples_for_ci, required_samples
 
 if TYPE_CHECKING:
     from tokspeed.diagnosis.digest import PointDigest

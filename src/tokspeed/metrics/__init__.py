@@ -2,8 +2,8 @@
 
 `summarize(records, slos)` gives a load point's `Summary` (the run.json
 `summary`); `tokspeed.metrics.request` holds the per-request formulas,
-`distribution` the statistics, `across_iterations` the run-to-run spread, and
-`parse_slo` the SLO grammar. Depends only on `tokspeed.records`, numpy and pydantic.
+`distribution` (from `tokspeed.stats`) the statistics, `across_iterations` the run-to-run spread, and
+`parse_slo` the SLO grammar. Depends only on `tokspeed.records`, `tokspeed.stats`, numpy and pydantic.
 """
 
 from tokspeed.metrics.chunks import ChunkTiming, chunk_timing
@@ -41,8 +41,8 @@ from tokspeed.metrics.schema import (
     TokenTotals,
 )
 from tokspeed.metrics.slo import SLO, parse_slo
-from tokspeed.metrics.stats import STAT_NAMES, Distribution, distribution
 from tokspeed.metrics.summary import summarize, summarize_by_iteration
+from tokspeed.stats.distribution import STAT_NAMES, Distribution, distribution
 
 __all__ = [
     "AcrossIterations",

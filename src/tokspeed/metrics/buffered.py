@@ -4,7 +4,7 @@
 record. `BufferedSample.append` is a list append (tens of nanoseconds); every `FLUSH_AT` values
 the list becomes one array added to the sample, so the pending list never holds more than
 `FLUSH_AT` values. Values keep the order they were appended in, so while the sample is exact its
-statistics are bit-for-bit `stats.distribution` of the same values in the same order. None (not
+statistics are bit-for-bit `distribution.distribution` of the same values in the same order. None (not
 applicable) is left out, as the distributions leave out NaN.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tokspeed.metrics.sketch import BoundedSample
+from tokspeed.stats.sketch import BoundedSample
 
 FLUSH_AT = 4096  # values held in the pending list before they go to the sample (32 KiB as float64)
 

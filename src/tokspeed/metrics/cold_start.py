@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokspeed.metrics.buffered import BufferedSample
-from tokspeed.metrics.median import sample_median
 from tokspeed.records import RequestRecord
+from tokspeed.stats.median import sample_median
 
 NS = 1e9
 

@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict
 
 from tokspeed.metrics import request as rq
 from tokspeed.metrics.buffered import BufferedSample
-from tokspeed.metrics.stats import Distribution, distribution
 from tokspeed.records import RequestRecord, Status
+from tokspeed.stats.distribution import Distribution, distribution
 
 _MS = 1 / 1_000_000
 _S = 1 / 1_000_000_000

@@ -17,7 +17,7 @@ from tokspeed.metrics.conversations import (
     TurnStats,
 )
 from tokspeed.metrics.server_timing import ServerTimingSummary
-from tokspeed.metrics.stats import STAT_NAMES, Distribution, QuantileCI
+from tokspeed.stats.distribution import STAT_NAMES, Distribution, QuantileCI
 
 # Summary field -> (metric name, unit suffix) for flat names; "" = a plain count
 DISTRIBUTIONS: dict[str, tuple[str, str]] = {
@@ -150,11 +150,11 @@ class Summary(_Frozen):
     # the detected steady window (ramp-up and drain trimmed) and the summary over it (metrics/steady_state.py)
     steady_state: SteadyState | None = None
     # --percentiles beyond the standard ones: distribution field -> {stat name: value} ({"ttft_ms": {"p75": 41.2}});
-    # names by `stats.percentile_name`; {} when none were asked for
+    # names by `distribution.percentile_name`; {} when none were asked for
     percentiles: dict[str, dict[str, float | None]] = {}
     # --cooldown: the summary without the last share of the run (metrics/cooldown.py); None when not asked for
     cooldown: Cooldown | None = None
-    # distributions whose values outgrew the exact buffer (metrics/sketch.py): their percentiles
+    # distributions whose values outgrew the exact buffer (stats/sketch.py): their percentiles
     # come from a log histogram, each within 0.01% of a true value; [] = every figure exact
     approximate: list[str] = []
 

@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict
 
 from tokspeed.metrics import request as rq
 from tokspeed.metrics.buffered import BufferedSample, sample_mean
-from tokspeed.metrics.stats import Distribution
 from tokspeed.records import RequestRecord, Status
+from tokspeed.stats.distribution import Distribution
 
 NS_PER_MS = 1_000_000
 

@@ -15,9 +15,9 @@ Warm-up records (`warmup=True`) are always left out. Formulas:
 * TTFT, TTFA, ITL (per token, pooled), chunk gaps, TPOT, NTPOT, E2E, decode speed and
   token counts are over completed requests; lateness over every sent request.
 * percentile_ci: the 95% CI of p50, p90, p99, p99.9 of TTFT, ITL, TPOT and E2E: order-statistic
-  for the per-request ones (`tokspeed.metrics.stats.distribution_with_ci`; None where n is too
+  for the per-request ones (`tokspeed.stats.distribution.distribution_with_ci`; None where n is too
   small); ITL's by a seeded bootstrap that resamples requests, because a request's tokens are not
-  independent (`tokspeed.metrics.bootstrap`; None past the exact sample's limit or too few values)
+  independent (`tokspeed.stats.bootstrap`; None past the exact sample's limit or too few values)
 * open-loop points only (`target_rate` given): TTFT and E2E from the scheduled
   time (coordinated-omission corrected) over completed requests, and the
   schedule's realised rates (`tokspeed.metrics.schedule`); otherwise empty / None.
@@ -36,7 +36,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokspeed.metrics import request as rq
-from tokspeed.metrics.bootstrap import bootstrap_percentile_cis
 from tokspeed.metrics.chunks import ChunkTiming, chunk_timing
 from tokspeed.metrics.conversations import ConversationAccumulator
 from tokspeed.metrics.goodput import (
@@ -56,17 +55,18 @@ from tokspeed.metrics.schema import (
     TokenTotals,
 )
 from tokspeed.metrics.server_timing import ServerTimingAccumulator
-from tokspeed.metrics.sketch import BoundedSample
 from tokspeed.metrics.slo import SLO
-from tokspeed.metrics.stats import (
+from tokspeed.metrics.sustained import Sustained, SustainedWindow
+from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
+from tokspeed.stats.bootstrap import bootstrap_percentile_cis
+from tokspeed.stats.distribution import (
     CI_QUANTILES,
     QUANTILES,
     Distribution,
     QuantileCI,
     percentile_name,
 )
-from tokspeed.metrics.sustained import Sustained, SustainedWindow
-from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
+from tokspeed.stats.sketch import BoundedSample
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
@@ -211,7 +211,7 @@ class SummaryBuilder:
     def _extra_values(self) -> dict[str, dict[str, float | None]]:
         """The --percentiles beyond the standard ones, per distribution with values, in its unit.
 
-        numpy's default percentile of the raw values, then scaled (as `stats.distribution` does);
+        numpy's default percentile of the raw values, then scaled (as `distribution.distribution` does);
         from the log histogram past the exact limit (as the standard percentiles).
         """
         if not self._extra:

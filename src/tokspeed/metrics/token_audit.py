@@ -25,8 +25,8 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tokspeed.metrics.stats import Distribution, distribution
 from tokspeed.records import RequestRecord, Status, TokenSource
+from tokspeed.stats.distribution import Distribution, distribution
 from tokspeed.workload.tokens import TokenCounter
 
 EXAMPLES = 10  # request indices listed per finding

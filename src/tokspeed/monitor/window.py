@@ -14,7 +14,7 @@ the per-request values (TTFT, ITL, TPOT, E2E, decode speed, from
 buckets × metrics × max_samples whatever the probe rate or run length.
 
 Figures over the window (`WindowFigures`):
-* distributions as `tokspeed.metrics.stats.Distribution` (ms; decode in tokens/s)
+* distributions as `tokspeed.stats.distribution.Distribution` (ms; decode in tokens/s)
   of the values of every bucket inside the window;
 * error_rate = failed / (completed + failed) probes ended in the window;
 * requests_per_s, output_tokens_per_s, total_tokens_per_s = completed probes
@@ -40,9 +40,9 @@ from tokspeed.metrics.request import (
     tpot_ns,
     ttft_ns,
 )
-from tokspeed.metrics.stats import Distribution, distribution
 from tokspeed.monitor.rules import WINDOW_METRICS
 from tokspeed.records import RequestRecord, Status
+from tokspeed.stats.distribution import Distribution, distribution
 
 NS_PER_MS = 1_000_000
 DEFAULT_MAX_SAMPLES = 2000

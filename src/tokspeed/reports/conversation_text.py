@@ -13,7 +13,7 @@ from tokspeed.metrics.conversations import (
     TurnStats,
 )
 from tokspeed.metrics.schema import Summary
-from tokspeed.metrics.stats import Distribution
+from tokspeed.stats.distribution import Distribution
 
 
 def _f(value: float | None, digits: int = 2) -> str:

@@ -18,7 +18,6 @@ from tokspeed.compare.evidence import RunData
 from tokspeed.errors import ConfigError
 from tokspeed.metrics.samples import request_samples
 from tokspeed.metrics.slo import parse_slo
-from tokspeed.metrics.stats import Distribution
 from tokspeed.records import RequestRecord
 from tokspeed.reports import figures as fg
 from tokspeed.reports.compare_text import (
@@ -46,6 +45,7 @@ from tokspeed.reports.telemetry_text import server_profile_line, telemetry_lines
 from tokspeed.reports.timeline import latency_over_time, timeline
 from tokspeed.results import Benchmark, RunResult
 from tokspeed.results.records import records_by_benchmark
+from tokspeed.stats.distribution import Distribution
 
 DISTRIBUTIONS = (("ttft", "TTFT", "requests"), ("itl", "ITL (per token)", "tokens"), ("tpot", "TPOT", "requests"), ("e2e", "E2E latency", "requests"))
 

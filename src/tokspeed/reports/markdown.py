@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tokspeed.metrics.stats import Distribution
 from tokspeed.reports.diagnosis_text import where
 from tokspeed.reports.format import fmt
 from tokspeed.reports.headline import headlines
 from tokspeed.reports.summary_text import ROWS, STATS, header_lines
 from tokspeed.results import Benchmark, RunResult
 from tokspeed.results.findings import Finding
+from tokspeed.stats.distribution import Distribution
 
 
 def run_markdown(result: RunResult, title: str | None = None) -> str:

@@ -11,17 +11,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from tokspeed.metrics import request as rq
-from tokspeed.metrics.bootstrap import (
+from tokspeed.metrics.samples import request_samples
+from tokspeed.metrics.schema import Summary
+from tokspeed.metrics.token_audit import TokenAudit
+from tokspeed.records import RequestRecord, Status
+from tokspeed.stats.bootstrap import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     bootstrap_percentile_cis,
     samples_for_precision,
 )
-from tokspeed.metrics.samples import request_samples
-from tokspeed.metrics.schema import Summary
-from tokspeed.metrics.stats import CI_QUANTILES, QuantileCI, required_samples
-from tokspeed.metrics.token_audit import TokenAudit
-from tokspeed.records import RequestRecord, Status
+from tokspeed.stats.distribution import CI_QUANTILES, QuantileCI, required_samples
 
 NS_PER_MS = 1_000_000
 _QS = {"p50": 50.0, "p90": 90.0, "p99": 99.0}

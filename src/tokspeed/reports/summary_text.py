@@ -15,15 +15,15 @@ from rich.table import Table
 from rich.text import Text
 
 from tokspeed.metrics.schema import Schedule, Summary
-from tokspeed.metrics.stats import (
+from tokspeed.reports.format import fmt
+from tokspeed.results import Benchmark, RunResult
+from tokspeed.stats.distribution import (
     STAT_NAMES,
     Distribution,
     min_samples_for_ci,
     percentile_name,
     required_samples,
 )
-from tokspeed.reports.format import fmt
-from tokspeed.results import Benchmark, RunResult
 
 ROWS: tuple[tuple[str, str, str], ...] = (
     ("ttft_ms", "TTFT", "ms"),

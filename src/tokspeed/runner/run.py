@@ -559,7 +559,7 @@ def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark
     """Summarise a finished (or stopped) point from its records, streamed back from requests.jsonl in passes.
 
     Memory does not grow with the point: each pass holds one record (and a bounded batch), the
-    summaries keep bounded samples (metrics/sketch.py). Only --token-audit, which kept every text
+    summaries keep bounded samples (stats/sketch.py). Only --token-audit, which kept every text
     on purpose, reads the point's records into memory at once.
     """
     records = StoredRecords(run.writer.requests_path, state.index, state.offset, run.writer.epoch_offset_ns)

@@ -6,7 +6,7 @@ them all (or the records they came from) until the point ends makes memory grow 
 
 Exact (count ≤ `limit`, default 2^18 values = 2 MiB of float64): the values themselves, in
 the order added, in one growable float64 buffer. Every statistic is bit-for-bit what
-`tokspeed.metrics.stats.distribution` / `distribution_with_ci` give on the concatenated values.
+`tokspeed.stats.distribution.distribution` / `distribution_with_ci` give on the concatenated values.
 
 Approximate (the first `add` or `merge` that would take the count past `limit` switches, once
 and for good): the exact values are folded into a log-bucketed histogram (DDSketch,
@@ -26,8 +26,8 @@ Masson et al. 2019) of relative accuracy α (`accuracy`, default 1e-4):
 * percentiles follow numpy's default definition: at rank h = (n − 1)·q/100, the value at rank
   ⌊h⌋ plus (h − ⌊h⌋) × the gap to the value at rank ⌊h⌋ + 1, where the value at a rank is its
   bucket's representative clipped to [min, max] (rank 0 is min, rank n − 1 is max exactly).
-  The confidence intervals take the values at `stats.order_statistic_ranks` the same way.
-  Then the same scaling, clipping and monotonicity as `stats.distribution`.
+  The confidence intervals take the values at `distribution.order_statistic_ranks` the same way.
+  Then the same scaling, clipping and monotonicity as `distribution.distribution`.
 
 Guarantee: every value at a rank is within α·|x| of the true order statistic x at that rank,
 so each percentile is within α × the larger magnitude of its two neighbouring order statistics
@@ -48,7 +48,7 @@ import math
 
 import numpy as np
 
-from tokspeed.metrics.stats import (
+from tokspeed.stats.distribution import (
     CI_QUANTILES,
     QUANTILES,
     Distribution,
@@ -240,13 +240,13 @@ class BoundedSample:
         return float(self._percentiles(np.array([q]))[0])
 
     def distribution(self, scale: float = 1.0) -> Distribution:
-        """`stats.distribution` of the values × `scale` (exact), or its histogram estimate."""
+        """`distribution.distribution` of the values × `scale` (exact), or its histogram estimate."""
         if self._buf is not None:
             return distribution(self._buf[: self._count], scale)
         return self._approximate(scale, with_ci=False)[0]
 
     def distribution_with_ci(self, scale: float = 1.0) -> tuple[Distribution, dict[str, QuantileCI | None]]:
-        """`stats.distribution_with_ci` of the values × `scale` (exact), or its histogram estimate."""
+        """`distribution.distribution_with_ci` of the values × `scale` (exact), or its histogram estimate."""
         if self._buf is not None:
             return distribution_with_ci(self._buf[: self._count], scale)
         return self._approximate(scale, with_ci=True)
@@ -344,7 +344,7 @@ class BoundedSample:
     def _approximate(
         self, scale: float, with_ci: bool
     ) -> tuple[Distribution, dict[str, QuantileCI | None]]:
-        """The Distribution (and CIs) from the histogram, rounded and guarded like `stats._distribution`."""
+        """The Distribution (and CIs) from the histogram, rounded and guarded like `distribution._distribution`."""
         if not scale > 0:
             raise ValueError(f"scale must be > 0, got {scale}")
         n = self._count

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 
-from tokspeed.metrics.sketch import BoundedSample
+from tokspeed.stats.sketch import BoundedSample
 
 
 def sample_median(sample: BoundedSample) -> float | None:

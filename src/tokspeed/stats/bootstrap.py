@@ -22,8 +22,8 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from tokspeed.metrics.significance import ClusteredSample, bootstrap_quantiles, thin
-from tokspeed.metrics.stats import min_samples_for_ci
+from tokspeed.stats.distribution import min_samples_for_ci
+from tokspeed.stats.significance import ClusteredSample, bootstrap_quantiles, thin
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 0
@@ -103,7 +103,7 @@ def samples_for_precision(values: Sequence[float] | np.ndarray, q: float, precis
     √(p(1 − p)/n) / f(x_q), p = q/100, where f, the density at the quantile, is estimated
     from the sample as 2h / (x at p + h − x at p − h) with h = max(2/n, z·√(p(1 − p)/n));
     so n = (z · √(p(1 − p)) / (f · precision · x_q))², z = 1.96 for 95%, never fewer than
-    `stats.min_samples_for_ci(q)` (368 for p99: fewer cannot bound it at all). None when x_q ≤ 0
+    `distribution.min_samples_for_ci(q)` (368 for p99: fewer cannot bound it at all). None when x_q ≤ 0
     or the sample is too small (< 20 values) to estimate f.
     """
     arr = np.sort(np.asarray(values, dtype=np.float64).ravel())
