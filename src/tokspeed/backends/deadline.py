@@ -1,4 +1,4 @@
-"""Per-request deadlines (`--ttft-timeout`, `--timeout`): one timer each, no per-token work.
+"""Per-request deadlines (`--ttft-timeout`, `--timeout`, `--cancel-after`): one timer each, no per-token work.
 
 A deadline is armed when a request is sent. If it fires while it still applies (for
 `FirstTokenDeadline`: the request has neither a first token nor an end), it cancels the task
@@ -62,3 +62,16 @@ class FirstTokenDeadline(TotalDeadline):
 
     def applies(self) -> bool:
         return self._record.first_token_ns is None and self._record.end_ns is None
+
+
+class ClientCancel(TotalDeadline):
+    """Abort the request `after_ns` after it was sent (`--cancel-share`/`--cancel-after`), whatever it has received.
+
+    Armed once the request's first byte is handed to the transport, so the abort comes `after_ns`
+    after `sent_ns`; the exchange then closes the connection, which is how a server learns of it.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, after_ns: int | None) -> None:
+        super().__init__(None if after_ns is None else after_ns / 1e9)

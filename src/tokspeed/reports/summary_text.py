@@ -249,6 +249,7 @@ def totals_lines(bench: Benchmark) -> list[str]:
     r, t = s.requests, s.throughput
     lines = [
         f"Requests  {r.completed} completed, {r.errored} errored, {r.incomplete} incomplete"
+        + (f", {r.cancelled} cancelled by the client (not errors)" if r.cancelled else "")
         + (f"  ·  error rate {fmt((s.error_rate or 0) * 100, 1)}%" if s.error_rate else ""),
         f"Throughput  {fmt(t.requests_per_s)} req/s · {_token_rates(s)}  (window {fmt(s.window_s)} s)",
     ]

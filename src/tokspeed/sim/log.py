@@ -57,6 +57,7 @@ class LogEntry:
     error: str | None = None
     fault: str | None = None  # the injected fault (sim/faults.py), when one was applied
     cached_tokens: int | None = None  # prompt tokens found in the prefix cache (None: no prefix cache)
+    model: str | None = None  # the request body's `model`, as sent (None: none, or not a string)
 
 
 class SimLog:
