@@ -152,6 +152,10 @@ def test_cancelled_requests_are_aborted_after_the_delay_and_counted_apart(
     assert run["status"] == "complete"
     assert f"{len(chosen)} cancelled by the client (not errors)" in p["stdout"]
     assert "running mean" in p["stdout"]  # the server's running requests, scraped from its /metrics
+    html = tmp_path / "report.html"
+    report = run_cli("report", str(tmp_path / "r"), "--html", str(html))
+    assert report.returncode == 0, report.stderr
+    assert "server: running, waiting" in html.read_text()  # and over time, beside the client's in-flight count
 
 
 def test_mix_and_cancellation_hold_across_client_processes(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
