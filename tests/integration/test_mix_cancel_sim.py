@@ -8,8 +8,8 @@ of each response and CLOCK_MONOTONIC. The truths:
 * random: request i asked for the model of the documented draw (recomputed here from its formula),
   the counts within a binomial bound; per-model figures equal what the log says of each model;
 * cancellation: exactly the requests of the documented draw were cancelled, the simulator saw
-  exactly those go away, each ended the delay after it was sent (no earlier than the event loop's
-  timers allow, no later than this run's own client delay explains), none counts as an error.
+  exactly those go away, each ended the delay after it was sent (never earlier, no later than this
+  run's own stalls explain), none counts as an error.
 """
 
 from __future__ import annotations
@@ -122,8 +122,8 @@ def test_cancelled_requests_are_aborted_after_the_delay_and_counted_apart(
     # 20 ms in) is logged disconnected, and nothing else is
     gone = {i for i, e in truth.items() if e["status"] == "disconnected"}
     assert gone == {r["response_id"] for r in cancelled} and len(gone) == len(cancelled)
-    # when: the delay after sending; a libuv/asyncio timer may fire up to its 1 ms granularity early, and
-    # late by what this run's own stalls explain: how late the simulator's timers fired (the machine
+    # when: the delay after sending, never earlier (a floor: the abort timer waits out an early loop timer),
+    # and late by what this run's own stalls explain: how late the simulator's timers fired (the machine
     # stalled both processes: at load 9.6 one 80 ms stall held the simulator's chunks and a cancel timer
     # 51 ms) plus how late the client stamped the chunks of its complete responses after they were written
     elapsed_ms = np.array([(r["end_ns"] - r["sent_ns"]) / MS for r in cancelled])
@@ -134,7 +134,7 @@ def test_cancelled_requests_are_aborted_after_the_delay_and_counted_apart(
     ]  # fmt: skip
     stalls_ms = float(np.max(np.concatenate([sim_late_ns(truth[r["response_id"]]) for r in ok]))) / MS
     client_late_ms = float(np.max(np.concatenate(lags)))
-    assert elapsed_ms.min() >= after_ms - 1.0, elapsed_ms
+    assert elapsed_ms.min() >= after_ms, elapsed_ms
     assert elapsed_ms.max() <= after_ms + 5.0 + stalls_ms + client_late_ms, (elapsed_ms, stalls_ms, client_late_ms)
     assert np.median(elapsed_ms) <= after_ms + 2.0 + np.median(np.concatenate(lags)), elapsed_ms
     # what arrived before the abort is kept: never more chunks than the server wrote, at most one in flight

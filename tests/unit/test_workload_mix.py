@@ -198,3 +198,30 @@ def test_model_summaries_split_the_records_by_model() -> None:
     assert a.profile == {"weight": 3.0, "share": 0.75, "policy": "round-robin"}
     assert a.summary.requests.model_dump() == {"completed": 2, "errored": 0, "incomplete": 0, "total": 3, "cancelled": 1}
     assert a.summary.ttft_ms.mean == 20 and b.summary.ttft_ms.mean == 50 and b.summary.requests.total == 1
+
+
+# the abort timer --------------------------------------------------------------------------------
+def test_the_client_abort_is_never_early_even_when_the_loop_timer_is() -> None:
+    """uvloop's timers fire up to ~1.5 ms early; the abort waits out the rest (a floor on end − sent)."""
+    import asyncio
+    from time import perf_counter_ns
+
+    from tokspeed.backends.deadline import ClientCancel
+
+    async def main() -> tuple[int, int, bool]:
+        loop = asyncio.get_running_loop()
+        real = loop.call_later
+        loop.call_later = lambda delay, cb, *args: real(delay / 2, cb, *args)  # type: ignore[method-assign,assignment]
+        sent = perf_counter_ns()
+        abort = ClientCancel(5 * MS)
+        try:
+            await asyncio.sleep(1)
+        except asyncio.CancelledError:
+            return sent, perf_counter_ns(), abort.absorb()
+        finally:
+            abort.disarm()
+        return sent, 0, False
+
+    sent, cancelled_at, absorbed = asyncio.run(main())
+    assert absorbed and cancelled_at - sent >= 5 * MS
+    assert cancelled_at - sent < 500 * MS  # and it did fire (the sleep was 1 s)
