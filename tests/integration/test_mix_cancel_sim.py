@@ -63,6 +63,7 @@ def test_round_robin_mix_sends_exact_shares_and_breaks_down_per_model(
         assert s["tokens"]["output_total"] == sum(e["completion_tokens"] for e in mine)
         assert s["tokens"]["input_total"] == sum(e["prompt_tokens"] for e in mine)
     assert "Models (each request's model in the mix)" in p["stdout"] and "lora-b" in p["stdout"]
+    assert "Models    base 50%, lora-a 25%, lora-b 25% (round-robin)" in p["stdout"]
     assert run["workload"]["models"]["shares"] == {"base": 0.5, "lora-a": 0.25, "lora-b": 0.25}
     report = run_cli("report", str(tmp_path / "r"))
     assert report.returncode == 0 and "Models (each request's model in the mix)" in report.stdout
@@ -151,6 +152,7 @@ def test_cancelled_requests_are_aborted_after_the_delay_and_counted_apart(
     assert s["output_tokens"]["min"] == 40  # only complete answers in the token distribution
     assert run["status"] == "complete"
     assert f"{len(chosen)} cancelled by the client (not errors)" in p["stdout"]
+    assert "Cancel    30% of requests, 150 ms after sending" in p["stdout"]
     assert "running mean" in p["stdout"]  # the server's running requests, scraped from its /metrics
     html = tmp_path / "report.html"
     report = run_cli("report", str(tmp_path / "r"), "--html", str(html))

@@ -118,6 +118,11 @@ def test_choice_workload_sets_model_and_abort_and_keeps_the_prompt() -> None:
     d = w.describe()
     assert d["models"] == {"policy": "round-robin", "weights": {"a": 1.0, "b": 1.0}, "shares": {"a": 0.5, "b": 0.5}}
     assert d["cancel"] == {"share": 1.0, "after_ms": 5.0}
+    from tokspeed.reports.summary_text import choice_lines
+
+    assert choice_lines(d) == ["Models    a 50%, b 50% (round-robin)",
+                               "Cancel    100% of requests, 5 ms after sending (by the client, closing the connection)"]
+    assert choice_lines(inner.describe()) == []
 
 
 # config -------------------------------------------------------------------------------------
