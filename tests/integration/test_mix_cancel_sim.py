@@ -138,6 +138,11 @@ def test_cancelled_requests_are_aborted_after_the_delay_and_counted_apart(
     assert elapsed_ms.min() >= after_ms, elapsed_ms
     assert elapsed_ms.max() <= after_ms + 5.0 + stalls_ms + client_late_ms, (elapsed_ms, stalls_ms, client_late_ms)
     assert np.median(elapsed_ms) <= after_ms + 2.0 + np.median(np.concatenate(lags)), elapsed_ms
+    # the server stopped the work: it noticed at its next write, one token (10 ms) after the abort at most,
+    # plus this run's stalls, and generated fewer tokens than asked
+    noticed_ms = np.array([(truth[r["response_id"]]["end_ns"] - (r["end_ns"] - offset)) / MS for r in cancelled])
+    assert noticed_ms.min() >= 0 and noticed_ms.max() <= 10 + 5.0 + stalls_ms, (noticed_ms, stalls_ms)
+    assert all(truth[r["response_id"]]["completion_tokens"] < 40 for r in cancelled)
     # what arrived before the abort is kept: never more chunks than the server wrote, at most one in flight
     for r in cancelled:
         e = truth[r["response_id"]]
@@ -177,3 +182,32 @@ def test_mix_and_cancellation_hold_across_client_processes(start_sim: Callable[.
     assert gone == {r["response_id"] for r in recs if r["status"] == "cancelled"}
     s = run["benchmarks"][0]["summary"]["requests"]
     assert (s["cancelled"], s["errored"], s["completed"]) == (len(chosen), 0, n - len(chosen))
+
+
+def test_a_cancelled_request_frees_the_server_and_the_next_one_starts_sooner(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    """One serving slot, two clients: each request queues behind the one being served. Behind a cancelled
+    one it starts as soon as the server noticed the abort, so its TTFT is shorter than behind a completed one.
+
+    The server's side from its log: who held the slot before whom (FIFO), for how long (a completed request
+    20 + 39 × 5 = 215 ms to its last token; a cancelled one until it noticed its client gone); the client's TTFT of the next.
+    """
+    sim = start_sim("--ttft-ms", "20", "--itl-ms", "5", "--max-concurrency", "1")
+    run, recs, _ = _run(sim, tmp_path / "r", "--concurrency", "2", "--requests", "40", "--max-tokens", "40",
+                        "--cancel-share", "0.5", "--cancel-after", "300ms", "--no-telemetry")
+    truth = sim.entries()
+    mine = {r["response_id"]: r for r in recs if r["response_id"] is not None}
+    served = sorted((e for i, e in truth.items() if i in mine and e.get("start_ns")), key=lambda e: e["start_ns"])
+    held: dict[str, list[float]] = {"ok": [], "cancelled": []}  # the slot time of each predecessor, by its fate
+    ttft: dict[str, list[float]] = {"ok": [], "cancelled": []}  # the TTFT of the completed request after it
+    for before, entry in zip(served, served[1:]):
+        fate, nxt = mine[before["id"]]["status"], mine[entry["id"]]
+        held[fate].append((before["end_ns"] - before["start_ns"]) / MS)
+        if nxt["status"] == "ok":
+            ttft[fate].append((nxt["first_token_ns"] - nxt["sent_ns"]) / MS)
+    assert len(ttft["ok"]) >= 3 and len(ttft["cancelled"]) >= 3, ttft
+    assert min(held["ok"]) >= 215  # a completed request held the slot for its whole answer (the simulator is never early)
+    assert np.mean(held["cancelled"]) < 215 - 50, held  # a cancelled one gave it back once its client left
+    assert np.mean(ttft["cancelled"]) < np.mean(ttft["ok"]) - 50, ttft  # ... and the request behind it gained
+    assert run["benchmarks"][0]["summary"]["requests"]["errored"] == 0
