@@ -120,6 +120,15 @@ def http_url_problem(url: str, *, query_ok: bool = False) -> str | None:
     return None
 
 
+class ModelWeight(BaseModel):
+    """One model of a mix and its weight (its share of requests is weight / the weights' sum)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False)
+
+
 class RunConfig(BaseModel):
     """Everything a run needs. Field docs double as the scenario-file reference."""
 
@@ -129,7 +138,17 @@ class RunConfig(BaseModel):
     target: str | None = Field(None, description="http(s)://host:port/v1 of an OpenAI-compatible server")
     api: Api = Field(Api.CHAT, description="completions or chat")
     stream: bool = Field(True, description="stream with SSE (needed for TTFT and ITL)")
-    model: str | None = Field(None, description="model name; discovered from /v1/models when omitted")
+    model: str | None = Field(
+        None, description="model name; discovered from /v1/models when omitted. A mix: 'a,b' or 'a=3,b=1' (weights) "
+        "sets models, and model becomes the first name"
+    )
+    models: list[ModelWeight] | None = Field(
+        None, description="a model (or adapter) mix: [{name, weight}], each request asking for one (model_policy)"
+    )
+    model_policy: Literal["round-robin", "random"] = Field(
+        "round-robin", description="how a model mix picks each request's model: smooth weighted round-robin "
+        "(exact shares) or seeded random draws by weight"
+    )
     api_key: SecretStr | None = Field(None, description="bearer token; never written to results")
     headers: dict[str, str] = Field(default_factory=dict, description="extra HTTP headers")
     extra_body: dict[str, Any] = Field(default_factory=dict, description="merged into every request body")
@@ -139,6 +158,11 @@ class RunConfig(BaseModel):
         None, gt=0, description="fail a streamed request with no first token within this many seconds"
     )
     retries: int = Field(0, ge=0, le=100, description="retry HTTP 429/503 answers this many times (Retry-After honoured)")
+    cancel_share: float | None = Field(
+        None, gt=0, le=1, description="share of requests the client aborts cancel_after_s after sending them "
+        "(seeded choice; status cancelled, not an error)"
+    )
+    cancel_after_s: float | None = Field(None, gt=0, description="how long after sending a chosen request is aborted")
 
     # sampling
     temperature: float | None = Field(None, ge=0, allow_inf_nan=False, description="sampling temperature (sent only when given)")
@@ -269,6 +293,28 @@ class RunConfig(BaseModel):
 
         return scheduled_defaults(data)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _model_mix(cls, data: Any) -> Any:
+        """`model: a=3,b=1` (or `a,b`) becomes `models` and `model: a`; `models` alone sets `model`."""
+        if not isinstance(data, dict):
+            return data
+        model, models = data.get("model"), data.get("models")
+        if isinstance(model, str) and ("," in model or "=" in model):
+            from tokspeed.workload.mix import parse_models
+
+            try:
+                shares = parse_models(model)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+            if models is not None:
+                raise ValueError("give the model mix once: model: a=3,b=1 or models: [...], not both")
+            data = {**data, "model": shares[0].name, "models": [{"name": s.name, "weight": s.weight} for s in shares]}
+        elif models and model is None:
+            first = models[0]
+            data = {**data, "model": first.get("name") if isinstance(first, dict) else getattr(first, "name", None)}
+        return data
+
     @field_validator("tags")
     @classmethod
     def _tags(cls, v: dict[str, str]) -> dict[str, str]:
@@ -351,7 +397,7 @@ class RunConfig(BaseModel):
             parse_slo(s)
         return v
 
-    @field_validator("duration_s", "telemetry_interval_s", mode="before")
+    @field_validator("duration_s", "telemetry_interval_s", "cancel_after_s", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> Any:
         return None if v is None else parse_duration(v)
@@ -410,7 +456,31 @@ class RunConfig(BaseModel):
                 raise ValueError(f"think_time (--think-time): {exc}") from exc
         return self
 
+    @model_validator(mode="after")
+    def _check_mix_and_cancel(self) -> RunConfig:
+        if self.models is not None:
+            names = [m.name for m in self.models]
+            if len(set(names)) != len(names):
+                raise ValueError(f"models: each model may be named once ({', '.join(names)})")
+            if self.model is not None and self.model not in names:
+                raise ValueError(f"model {self.model!r} is not among models ({', '.join(names)}): drop one of them")
+        if (self.cancel_share is None) != (self.cancel_after_s is None):
+            raise ValueError("cancel_share and cancel_after (--cancel-share, --cancel-after) go together: give both")
+        if self.cancel_after_s is not None and self.cancel_after_s >= self.timeout_s:
+            raise ValueError("cancel_after (--cancel-after) must be shorter than timeout (--timeout)")
+        mixed = [f for f, on in (("a model mix", self.model_mix), ("cancel_share", self.cancel_share)) if on]
+        if mixed and self.api.value not in (Api.CHAT.value, Api.COMPLETIONS.value, Api.EMBEDDINGS.value):
+            raise ValueError(f"{mixed[0]} needs an OpenAI-compatible API (--api chat, completions or embeddings)")
+        if mixed and self.multi_turn is not None:
+            raise ValueError(f"{mixed[0]} cannot be combined with multi_turn (--multi-turn) yet")
+        return self
+
     # derived values -------------------------------------------------------
+    @property
+    def model_mix(self) -> bool:
+        """Whether requests ask for several models (`models` with more than one name)."""
+        return self.models is not None and len(self.models) > 1
+
     @property
     def slos(self) -> list[SLO]:
         return [parse_slo(s) for s in self.slo]

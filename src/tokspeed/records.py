@@ -26,6 +26,7 @@ class Status(str, Enum):
     OK = "ok"  # completed normally
     ERROR = "error"  # the server or the transport failed it
     INCOMPLETE = "incomplete"  # cancelled by the client (Ctrl-C, duration end)
+    CANCELLED = "cancelled"  # aborted on purpose by the client after --cancel-after (--cancel-share): not an error
 
 
 class ErrorKind(str, Enum):
@@ -77,6 +78,8 @@ class RequestSpec:
     images: tuple[str, ...] | None = None  # image URLs (data: URLs) for the last user message (chat only)
     keep_text: bool = False  # the caller needs the answer's full text in `RequestRecord.output_text` (multi-turn)
     prefix_group: int | None = None  # shared-prefix workloads: the prefix's group (-1: a unique prefix)
+    model: str | None = None  # a model mix (--model a=3,b=1): the model this request asks for (None: the backend's)
+    cancel_after_ns: int | None = None  # --cancel-share: the client aborts the request this long after sending it
 
     def prompt_text(self) -> str:
         """The prompt as plain text (chat messages joined), for counting and samples."""
@@ -139,6 +142,7 @@ class RequestRecord:
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, when the server reports it
     stage: str | None = None  # scheduled load: the stage (or ramp window) the request was scheduled in
     workload_class: str | None = None  # mixed classes: the workload class the request belongs to
+    model: str | None = None  # a model mix (--model a=3,b=1): the model the request asked for
 
     @property
     def ok(self) -> bool:
@@ -186,6 +190,7 @@ class RequestRecord:
             "cached_tokens": self.cached_tokens,
             "stage": self.stage,
             "workload_class": self.workload_class,
+            "model": self.model,
         }
 
     @classmethod
@@ -239,6 +244,7 @@ class RequestRecord:
             cached_tokens=d.get("cached_tokens"),
             stage=d.get("stage"),
             workload_class=d.get("workload_class"),
+            model=d.get("model"),
         )
 
 

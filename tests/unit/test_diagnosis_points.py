@@ -196,6 +196,24 @@ def test_reconnects_fire_when_kept_alive_connections_were_closed_and_not_for_a_f
     assert reconnects(point(warm), DEFAULT) == []
 
 
+def test_reconnects_after_client_cancellations_are_the_client_s_not_the_server_s() -> None:
+    """--cancel-share: each cancelled request closes its connection, so one later request reconnects."""
+    from tokspeed.diagnosis.connections import reconnects
+    from tokspeed.records import Status
+
+    records = many(40)
+    for r in records[::4]:  # 10 of 40 cancelled by the client ...
+        r.status, r.error = Status.CANCELLED, "cancelled by the client"
+    for r in records[1::4]:  # ... and 10 opened a new connection: every one explained
+        r.connect_duration_ns = 1_500_000
+    assert reconnects(point(records), DEFAULT) == []
+    for r in records[2::4]:  # 10 more than the cancellations explain: the server's doing
+        r.connect_duration_ns = 1_500_000
+    (f,) = reconnects(point(records), DEFAULT)
+    assert f.evidence["connects"] == 20 and f.evidence["cancelled"] == 10
+    assert "10 more than the 10 the client cancelled" in f.title
+
+
 def test_many_small_causes_make_the_point_critical_together() -> None:
     """Issue 24: 19% failing over 9 causes, each ≤ 3%, gave only warnings and `--fail-on critical` passed."""
     records = many(81)

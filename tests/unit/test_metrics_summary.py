@@ -89,9 +89,23 @@ def test_counts_errors_and_error_rate() -> None:
         incomplete(scheduled=5, sent=10),
     ]
     s = summarize(records)
-    assert s.requests.model_dump() == {"completed": 3, "errored": 2, "incomplete": 1, "total": 6}
+    assert s.requests.model_dump() == {"completed": 3, "errored": 2, "incomplete": 1, "total": 6, "cancelled": 0}
     assert s.error_rate == 2 / 5
     assert s.errors == {"http_503": 1, "timeout": 1}
+
+
+def test_cancelled_requests_are_counted_apart_not_errors_not_latencies() -> None:
+    """--cancel-share: a request the client aborted is its own count; no error, no latency, in the window."""
+    cancelled = ok(0, 10 * MS, [MS, MS], status=Status.CANCELLED, end_ns=40 * MS, error="cancelled by the client")
+    records = [ok(0, 10 * MS, [MS]), ok(0, 20 * MS, [MS]), failed(0, 5 * MS, ErrorKind.HTTP, 500), cancelled]
+    s = summarize(records)
+    assert s.requests.model_dump() == {"completed": 2, "errored": 1, "incomplete": 0, "total": 4, "cancelled": 1}
+    assert s.error_rate == 1 / 3  # errored / (completed + errored): the cancelled one is in neither
+    assert s.errors == {"http_500": 1}
+    assert s.ttft_ms.count == 2 and s.ttft_ms.max == 20 and s.e2e_ms.count == 2 and s.itl_ms.count == 2
+    assert s.output_tokens.count == 2
+    assert s.window_s == 40 * MS / S  # its end (40 ms) is the window's last
+    assert s.throughput.requests_per_s == 2 / 0.040
 
 
 def test_warmup_is_excluded() -> None:
@@ -237,7 +251,7 @@ def test_flat_values() -> None:
 
 def test_json_shape_is_the_contract() -> None:
     data = summarize([ok(0, MS, [MS])], [parse_slo("ttft_ms<=5")]).model_dump(mode="json")
-    assert set(data["requests"]) == {"completed", "errored", "incomplete", "total"}
+    assert set(data["requests"]) == {"completed", "errored", "incomplete", "total", "cancelled"}
     for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "input_tokens", "output_tokens"):
         assert list(data[key]) == list(STAT_NAMES)
     assert set(data["throughput"]) >= {"requests_per_s", "output_tokens_per_s", "total_tokens_per_s"}

@@ -19,7 +19,7 @@ from tokspeed.records import RequestRecord
 from tokspeed.reports.csv_export import REQUEST_COLUMNS, requests_csv, summary_csv
 from tokspeed.reports.markdown import run_markdown
 from tokspeed.reports.plotdata import ecdf, histogram, subset
-from tokspeed.reports.timeline import timeline
+from tokspeed.reports.timeline import server_over_time, timeline
 from tokspeed.results import RunResult, build_benchmark, load_run
 from tokspeed.results.records import records_by_benchmark
 
@@ -109,6 +109,29 @@ def test_timeline_in_flight_and_tokens_by_hand() -> None:
     assert tl.in_flight.tolist() == pytest.approx([1.0, 2.0, 1.0, 1.0])
     assert tl.output_tokens_per_s.tolist() == pytest.approx([5.0, 9.0, 0.0, 0.0])
     assert timeline([one, two]).bin_s == 0.2  # a 4 s run gets finer bins
+
+
+def test_server_running_and_waiting_over_time_by_hand() -> None:
+    """The server's own gauges (telemetry.jsonl) on the timeline's bins: the mean of the samples in each bin."""
+    s = 1_000_000_000
+    t0 = 1_700_000_000 * s  # records and telemetry on the epoch scale, as in the files
+    one = RequestRecord(index=0, iteration=1, warmup=False, scheduled_ns=t0, sent_ns=t0, first_token_ns=t0 + s // 2,
+                        end_ns=t0 + 3 * s, chunk_ns=[t0 + s // 2], output_tokens=1)
+    tl = timeline([one], bin_s=1.0)
+    assert tl is not None and tl.start_s.size == 3
+    lines = [
+        {"kind": "server", "ok": True, "t_ns": t0 + s // 4, "running": 4.0, "waiting": 2.0},
+        {"kind": "server", "ok": True, "t_ns": t0 + 3 * s // 4, "running": 2.0, "waiting": 0.0},
+        {"kind": "server", "ok": False, "t_ns": t0 + s + 1, "running": 9.0},  # a failed scrape: left out
+        {"kind": "client", "t_ns": t0 + s + 2, "running": 9.0},
+        {"kind": "server", "ok": True, "t_ns": t0 + 2 * s + 5, "running": 1.0, "waiting": None},
+        {"kind": "server", "ok": True, "t_ns": t0 - 5, "running": 7.0, "waiting": 7.0},  # before the first send
+    ]
+    server = server_over_time([one], tl, lines)
+    assert server is not None
+    assert server.running[[0, 2]].tolist() == [3.0, 1.0] and np.isnan(server.running[1])
+    assert server.waiting[0] == 1.0 and np.isnan(server.waiting[1:]).all()
+    assert server_over_time([one], tl, lines[2:4]) is None  # no usable sample
 
 
 def test_request_samples_keep_itl_owners(saved: tuple[RunResult, list[RequestRecord]]) -> None:

@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 
 import orjson
 
-from tokspeed.backends.deadline import FirstTokenDeadline, TotalDeadline
+from tokspeed.backends.deadline import ClientCancel, FirstTokenDeadline, TotalDeadline
 from tokspeed.backends.http1 import (
     BadFraming,
     BadResponse,
@@ -119,16 +119,18 @@ R = TypeVar("R", bound=Response)
 
 
 async def exchange(pool: Pool, data: bytes, response: Response, ttft_timeout_s: float | None,
-                   timeout_s: float | None) -> bool:
+                   timeout_s: float | None, cancel_after_ns: int | None = None) -> bool:
     """One attempt: send `data` and feed the answer to `response`.
 
     True when the exchange ended (the caller judges the response); False when a failure was
-    recorded instead. A cancellation that is neither deadline's (Ctrl-C) is recorded as
-    incomplete and re-raised.
+    recorded instead, or the client's own abort (`cancel_after_ns` after sending: status
+    `cancelled`, the token chunks received until then kept). A cancellation that is none of
+    the timers' (Ctrl-C) is recorded as incomplete and re-raised.
     """
     record = response.record
     deadline = FirstTokenDeadline(ttft_timeout_s, record)
     overall = TotalDeadline(timeout_s)
+    abort: ClientCancel | None = None
     conn: Connection | None = None
     record.sent_ns = perf_counter_ns()
     try:
@@ -136,8 +138,13 @@ async def exchange(pool: Pool, data: bytes, response: Response, ttft_timeout_s: 
         record.connect_duration_ns = connect_ns
         response.conn = conn
         record.sent_ns = perf_counter_ns()
+        if cancel_after_ns is not None:
+            abort = ClientCancel(cancel_after_ns)
         response.end_ns = await conn.exchange(data, response)
     except asyncio.CancelledError:
+        if abort is not None and abort.absorb():
+            cancelled(record, cancel_after_ns)
+            return False
         if deadline.absorb():
             fail(record, Status.ERROR, ErrorKind.TTFT_TIMEOUT, f"no first token within {ttft_timeout_s:g} s")
             return False
@@ -154,11 +161,23 @@ async def exchange(pool: Pool, data: bytes, response: Response, ttft_timeout_s: 
     finally:
         deadline.disarm()
         overall.disarm()
+        if abort is not None:
+            abort.disarm()
         if conn is not None:
             if response.end_ns is None:
                 conn.abort()
             pool.release(conn)
     return True
+
+
+def cancelled(record: RequestRecord, after_ns: int | None) -> None:
+    """The client aborted the request on purpose (`--cancel-after`): not an error; what arrived is kept.
+
+    Output tokens are the token chunks received before the abort (no usage comes after it).
+    """
+    fail(record, Status.CANCELLED, None, f"cancelled by the client {(after_ns or 0) / 1e6:g} ms after sending")
+    if record.chunk_ns:
+        record.output_tokens, record.output_tokens_source = len(record.chunk_ns), TokenSource.CHUNKS
 
 
 def transport_failure(record: RequestRecord, exc: Exception, began: bool) -> None:

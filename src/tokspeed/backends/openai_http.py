@@ -80,9 +80,11 @@ class OpenAIHTTPBackend(PooledHTTPBackend["_Response"]):
         *,
         api: str = "chat",
         include_usage: bool = True,
+        mix: tuple[str, ...] = (),
         **settings: Unpack[HTTPSettings],
     ) -> None:
         super().__init__(base_url, **settings)
+        self.mix = mix  # a model mix: every name it asks for, checked against /v1/models at start
         self.base_url = self._url_plain.rstrip("/")  # credentials are in the headers now
         self.api = api
         self.include_usage = include_usage and self.stream
@@ -98,6 +100,8 @@ class OpenAIHTTPBackend(PooledHTTPBackend["_Response"]):
         notes: list[str] = []
         if self.model is None:
             self.model = await self._discover_model()
+        if self.mix:
+            notes += await self._check_mix()
         if not await self._probe():
             self.include_usage = False
             notes.append("server rejected stream_options.include_usage; output tokens counted another way")
@@ -123,6 +127,26 @@ class OpenAIHTTPBackend(PooledHTTPBackend["_Response"]):
                 hint="pass --model NAME",
             )
         return str(data[0].get("id"))
+
+    async def _check_mix(self) -> list[str]:
+        """Every model of the mix must be listed by /v1/models (TargetError naming those that are not).
+
+        A server whose /v1/models does not answer is not judged: a note says the mix went unchecked.
+        """
+        try:
+            body = await self._get_json(f"{self.base_url}/models", quiet=True)
+        except TargetError as exc:
+            return [f"the model mix was not checked against /v1/models ({exc})"]
+        data = body.get("data") if isinstance(body, dict) else None
+        listed = [str(m.get("id")) for m in data or () if isinstance(m, dict)]
+        missing = [name for name in self.mix if name not in listed]
+        if missing:
+            raise TargetError(
+                f"{self.base_url}/models does not list {', '.join(map(repr, missing))} of the model mix",
+                hint=f"it lists {', '.join(listed) or 'nothing'}; an adapter must be loaded first "
+                "(vLLM: --enable-lora --lora-modules NAME=PATH)",
+            )
+        return []
 
     async def _server_version(self) -> str | None:
         root = self.base_url.removesuffix("/v1")
@@ -183,9 +207,10 @@ class OpenAIHTTPBackend(PooledHTTPBackend["_Response"]):
 
     # requests ---------------------------------------------------------------
     def _body(self, spec: RequestSpec) -> dict[str, Any]:
+        model = spec.model or self.model  # a model mix names each request's model
         if self.api == "embeddings":
-            return {"model": self.model, "input": spec.prompt_text(), **self._extra}
-        body: dict[str, Any] = {"model": self.model}
+            return {"model": model, "input": spec.prompt_text(), **self._extra}
+        body: dict[str, Any] = {"model": model}
         if self.api == "chat":
             body["messages"] = spec.as_messages()
         else:

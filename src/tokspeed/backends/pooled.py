@@ -193,18 +193,19 @@ class PooledHTTPBackend(ABC, Generic[R]):
         assert self._pool is not None, "start() first"
         data, keep_text = self.prepare(spec, record)
         try:
-            response = await retrying(lambda: self._attempt(data, record, keep_text), record, self._retries)
+            response = await retrying(lambda: self._attempt(data, record, keep_text, spec.cancel_after_ns), record,
+                                      self._retries)
             if spec.keep_text and record.output_text is None and record.status is Status.OK:  # multi-turn
                 record.output_text = joined(response.kept_text() or [])
         finally:
             redact_error(record, self._redact)
 
-    async def _attempt(self, data: bytes, record: RequestRecord, keep_text: bool) -> R:
+    async def _attempt(self, data: bytes, record: RequestRecord, keep_text: bool, cancel_after_ns: int | None = None) -> R:
         """One HTTP exchange: every outcome lands in `record` (a Ctrl-C cancellation is re-raised)."""
         assert self._pool is not None
         response = self.response(record, keep_text)
         try:
-            ended = await exchange(self._pool, data, response, self._ttft_timeout_s, self._timeout_s)
+            ended = await exchange(self._pool, data, response, self._ttft_timeout_s, self._timeout_s, cancel_after_ns)
         finally:
             clean_ids(record)
         if ended:

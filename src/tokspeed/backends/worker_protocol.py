@@ -34,11 +34,11 @@ MAX_FRAME = 256 * 1024 * 1024  # a larger length means the stream is corrupt, no
 INIT, READY, FAILED, SEND, CANCEL, RECORD = "init", "ready", "failed", "send", "cancel", "record"
 
 # what the worker fills; the rest of a record (index, iteration, warmup, scheduled_ns, benchmark, the
-# workload's tags conversation, turn, prefix_group, and the schedule's labels stage, workload_class) is the parent's
+# workload's tags conversation, turn, prefix_group, model, and the schedule's labels stage, workload_class) is the parent's
 _FILLED = tuple(
     f.name for f in dataclasses.fields(RequestRecord)
     if f.name not in ("index", "iteration", "warmup", "scheduled_ns", "benchmark", "conversation", "turn", "prefix_group",
-                      "stage", "workload_class")
+                      "stage", "workload_class", "model")
 )
 
 
@@ -109,6 +109,8 @@ def spec_to_wire(spec: RequestSpec) -> dict[str, Any]:
         "input_tokens_source": None if spec.input_tokens_source is None else spec.input_tokens_source.value,
         "images": spec.images,
         "keep_text": spec.keep_text,
+        "model": spec.model,
+        "cancel_after_ns": spec.cancel_after_ns,
     }
 
 
@@ -124,6 +126,8 @@ def spec_from_wire(d: dict[str, Any]) -> RequestSpec:
         input_tokens_source=None if source is None else TokenSource(source),
         images=tuple(images) if (images := d.get("images")) else None,
         keep_text=bool(d.get("keep_text")),
+        model=d.get("model"),
+        cancel_after_ns=d.get("cancel_after_ns"),
     )
 
 

@@ -81,10 +81,11 @@ def report(
 
         print_measurement_sections(result, records, token_audit=token_audit, tokenizer=tokenizer, stats=stats)
     if figures is not None:
+        from tokspeed.cli.report_exports import telemetry_lines
         from tokspeed.reports.figure_export import export_figures
         from tokspeed.reports.html import run_html
 
-        written = export_figures(run_html(result, records, str(directory)), figures, formats)
+        written = export_figures(run_html(result, records, str(directory), telemetry_lines(directory)), figures, formats)
         print(f"Wrote {len(written)} chart files ({', '.join(formats)}) to {figures}", file=sys.stderr)
     return plan.finish(result, records, directory, stdout_taken=json_out)
 

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from tokspeed.cli.outputs import Output, prepare_outputs
 from tokspeed.compare.gates import Gate, GateResult, judge, parse_gate
@@ -98,7 +98,7 @@ def _renderer(flag: str) -> Callable[[RunResult, Sequence[RequestRecord], str], 
     def html(result: RunResult, records: Sequence[RequestRecord], source: str) -> str:
         from tokspeed.reports.html import run_html
 
-        return run_html(result, records, source)
+        return run_html(result, records, source, telemetry_lines(Path(source)))
 
     def markdown(result: RunResult, records: Sequence[RequestRecord], source: str) -> str:
         from tokspeed.reports.markdown import run_markdown
@@ -129,3 +129,11 @@ def write_run_html(plan: ReportPlan | None, result: RunResult, records: Sequence
     """Write the run's HTML report at the end of `tokspeed run` (complete or interrupted)."""
     if plan is not None:
         plan.finish(result, records, directory)
+
+
+def telemetry_lines(directory: Path) -> list[dict[str, Any]]:
+    """The server samples of a results directory's telemetry.jsonl (none when it has none)."""
+    from tokspeed.telemetry.log import read_lines
+    from tokspeed.telemetry.schema import TELEMETRY_FILE
+
+    return [line for line in read_lines(directory / TELEMETRY_FILE) if line.get("kind") == "server"]

@@ -43,12 +43,13 @@ class _Frozen(BaseModel):
 
 
 class RequestCounts(_Frozen):
-    """Measured (non-warm-up) requests by how they ended; total = the sum of the three."""
+    """Measured (non-warm-up) requests by how they ended; total = the sum of the four."""
 
     completed: int = 0
     errored: int = 0
     incomplete: int = 0
     total: int = 0
+    cancelled: int = 0  # aborted on purpose by the client (--cancel-share), after --cancel-after
 
 
 class Throughput(_Frozen):

@@ -3,7 +3,9 @@
 Warm-up records (`warmup=True`) are always left out. Formulas:
 
 * error_rate = errored / (completed + errored); None when none finished
-* window_s = (last end_ns − first sent_ns) / 10^9 over completed and errored requests
+* window_s = (last end_ns − first sent_ns) / 10^9 over completed, errored and cancelled requests
+* cancelled: requests the client aborted on purpose (--cancel-share); neither completed nor errored,
+  so they are in no latency distribution and not in error_rate
 * requests_per_s = completed / window_s
 * output_tokens_per_s = Σ output_tokens of completed requests / window_s
 * input_tokens_per_s = Σ input_tokens of completed requests / window_s
@@ -116,7 +118,7 @@ class SummaryBuilder:
         self._batch: list[RequestRecord] = []
         self._batch_chunks = 0
         self._samples = {name: BoundedSample() for name in _SAMPLES}
-        self._measured = self._completed = self._errored = self._good = 0
+        self._measured = self._completed = self._errored = self._cancelled = self._good = 0
         self._errors: Counter[str] = Counter()
         self._first_sent: int | None = None  # of finished (completed or errored) measured requests
         self._last_end: int | None = None
@@ -146,6 +148,8 @@ class SummaryBuilder:
         if r.status is Status.ERROR:
             self._errored += 1
             self._errors[error_key(r)] += 1
+        elif r.status is Status.CANCELLED:
+            self._cancelled += 1
         if self._target_rate is not None:
             self._scheduled.setdefault(r.iteration, array("q")).append(r.scheduled_ns)
             if rq.was_sent(r):
@@ -172,7 +176,8 @@ class SummaryBuilder:
             requests=RequestCounts(
                 completed=completed,
                 errored=self._errored,
-                incomplete=self._measured - completed - self._errored,
+                incomplete=self._measured - completed - self._errored - self._cancelled,
+                cancelled=self._cancelled,
                 total=self._measured,
             ),
             error_rate=self._errored / (completed + self._errored) if completed or self._errored else None,

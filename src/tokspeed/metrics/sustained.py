@@ -9,7 +9,7 @@ rate at steady state instead, per iteration:
 
 * window = [a, b], a = max(first send, first end) of the measured requests,
   b = last send of the measured requests (after it the point only drains);
-* sustained_requests_per_s = finished requests (ok or error, warm-up ones
+* sustained_requests_per_s = finished requests (ok, error or cancelled, warm-up ones
   included: a warm-up held at the load keeps completing into the window) whose
   end falls in [a, b], over b − a;
 * window_arrivals_per_s = requests sent in [a, b], over b − a (the offered rate

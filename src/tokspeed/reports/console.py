@@ -21,7 +21,7 @@ from rich.text import Text
 from tokspeed.backends.base import TargetInfo
 from tokspeed.backends.credentials import redact_url
 from tokspeed.config import RunConfig
-from tokspeed.records import RequestRecord
+from tokspeed.records import RequestRecord, Status
 from tokspeed.reports.format import fmt
 from tokspeed.reports.summary_text import render_result
 from tokspeed.runner.loops import Phase
@@ -50,7 +50,7 @@ class Progress:
 
     def reset(self) -> None:
         self.started_ns = perf_counter_ns()
-        self.sent = self.done = self.errored = 0
+        self.sent = self.done = self.errored = self.cancelled = 0
         self.output_tokens = 0
         self.ttfts: list[int] = []
         self.conversations: set[int] = set()  # multi-turn: the phase's n counts these, not requests
@@ -85,6 +85,9 @@ class Progress:
         self.done += 1
         if record.conversation is not None:
             self.conversations.add(record.conversation)
+        if record.status is Status.CANCELLED:  # --cancel-share: the client's own abort, not an error
+            self.cancelled += 1
+            return
         if not record.ok:
             self.errored += 1
             return
@@ -121,7 +124,8 @@ class Progress:
             done = f"{self.done} requests of {len(self.conversations)}{total} conversations done"
         return (
             f"{self.label} · {name}: {done}, {self.errored} errored, "
-            f"{self.sent - self.done} in flight · {elapsed:.1f} s · {fmt(tps, 1)} output tok/s · "
+            + (f"{self.cancelled} cancelled, " if self.cancelled else "")
+            + f"{self.sent - self.done} in flight · {elapsed:.1f} s · {fmt(tps, 1)} output tok/s · "
             f"TTFT p50 {fmt(p50, 1)} ms" + (f" · {self.status}…" if self.status else "")
         )
 

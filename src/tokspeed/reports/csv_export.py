@@ -62,6 +62,7 @@ REQUEST_COLUMNS: dict[str, Callable[[RequestRecord], Any]] = {
     "response_id": lambda r: r.response_id,
     "stage": lambda r: r.stage,  # scheduled loads: the stage the request was scheduled in
     "workload_class": lambda r: r.workload_class,  # mixed classes
+    "model": lambda r: r.model,  # a model mix: the model the request asked for
 }
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from tokspeed.metrics.slo import SLO
 from tokspeed.reports.plotdata import ecdf, finite, histogram, subset
-from tokspeed.reports.timeline import LatencyOverTime, Timeline
+from tokspeed.reports.timeline import LatencyOverTime, ServerOverTime, Timeline
 from tokspeed.results import Benchmark
 
 Figure = dict[str, Any]
@@ -109,9 +109,10 @@ def _vline(x: float) -> dict[str, Any]:
     return {"type": "line", "x0": x, "x1": x, "yref": "paper", "y0": 0, "y1": 1, "line": {"color": "#6b7280", "width": 1, "dash": "dot"}}
 
 
-def timeline_figure(tl: Timeline, lat: LatencyOverTime | None = None) -> Figure:
+def timeline_figure(tl: Timeline, lat: LatencyOverTime | None = None, server: ServerOverTime | None = None) -> Figure:
     """Stacked panels on one time axis: output tokens/s; TTFT and ITL p50/p99 per bin (with `lat`);
-    requests in flight; errors per bin by kind (only when there are errors)."""
+    requests in flight (and the server's own running and waiting requests, with `server`); errors per
+    bin by kind (only when there are errors)."""
     centers = tl.start_s + tl.bin_s / 2
     panels: list[tuple[str, list[dict[str, Any]], dict[str, Any]]] = [
         ("output tokens/s", [{
@@ -136,6 +137,14 @@ def timeline_figure(tl: Timeline, lat: LatencyOverTime | None = None) -> Figure:
         "type": "scatter", "mode": "lines", "x": centers, "y": tl.in_flight, "name": "in flight",
         "line": {"color": COLORS[4], "width": 1.5, "shape": "hvh"}, "hovertemplate": "t=%{x:.3g} s: %{y:.1f} in flight<extra></extra>",
     }], {"rangemode": "tozero"}))  # fmt: skip
+    if server is not None:
+        panels.append(("server: running, waiting", [
+            {"type": "scatter", "mode": "lines+markers", "x": centers, "y": series, "name": f"server {name}",
+             "line": {"color": color, "width": 1.5, "shape": "hvh", "dash": dash}, "marker": {"size": 3},
+             "hovertemplate": f"t=%{{x:.3g}} s: %{{y:.1f}} {name}<extra>server</extra>"}
+            for name, series, color, dash in (("running", server.running, COLORS[1], "solid"),
+                                              ("waiting", server.waiting, COLORS[5 % len(COLORS)], "dot"))
+        ], {"rangemode": "tozero"}))  # fmt: skip
     kinds = lat.errors_by_kind if lat is not None else ({"errors": tl.errors} if tl.errors.any() else {})
     if kinds:
         bars = [

@@ -78,13 +78,17 @@ def group_tables(bench: Benchmark) -> list[RenderableType]:
                     f" ({_f(None if t.fraction is None else t.fraction * 100, 1)}% of completed)"
                 )
             )
+    if bench.models:
+        rows = [_row(name, g, _asked_model(g)) for name, g in bench.models.items()]
+        parts.append(_table("Models (each request's model in the mix)", rows))
     return parts
 
 
 def group_lines(bench: Benchmark) -> list[str]:
     """The same figures as `group_tables`, one plain line per stage and class (HTML report, logs)."""
     lines = []
-    for kind, groups, asked in (("Stage", bench.stages, _asked_stage), ("Class", bench.classes, _asked_class)):
+    for kind, groups, asked in (("Stage", bench.stages, _asked_stage), ("Class", bench.classes, _asked_class),
+                                ("Model", bench.models, _asked_model)):
         for name, g in (groups or {}).items():
             cells = dict(zip(("requests", *COLUMNS[1:]), _row(name, g, asked(g))[2:]))
             lines.append(
@@ -100,3 +104,8 @@ def group_lines(bench: Benchmark) -> list[str]:
 
 def _asked_class(g: GroupResult) -> str:
     return f"{g.profile.get('rate', 0):g}/s {', '.join(g.profile.get('slo') or [])}".strip()
+
+
+def _asked_model(g: GroupResult) -> str:
+    p = g.profile
+    return f"weight {p.get('weight', 0):g} ({p.get('share', 0) * 100:.0f}%, {p.get('policy', '')})"

@@ -30,7 +30,8 @@ def headlines(s: Summary) -> list[Headline]:
         Headline("Output throughput", fmt(t.output_tokens_per_s), "tok/s", f"{fmt(t.total_tokens_per_s)} total tok/s"),
         Headline("Request throughput", fmt(t.requests_per_s), "req/s", f"window {fmt(s.window_s)} s"),
         *(Headline(label, fmt(d.p50), "ms", f"p99 {fmt(d.p99)} ms") for label, d in latencies if d.count),
-        Headline("Requests", f"{r.completed:,}", "completed", f"{r.errored:,} errored, {r.incomplete:,} incomplete"),
+        Headline("Requests", f"{r.completed:,}", "completed", f"{r.errored:,} errored, {r.incomplete:,} incomplete"
+                 + (f", {r.cancelled:,} cancelled" if r.cancelled else "")),
         Headline("Error rate", "—" if s.error_rate is None else f"{s.error_rate:.2%}", "", _errors(s)),
     ]
     if s.goodput is not None:

@@ -31,11 +31,12 @@ def require_html() -> None:
         raise ConfigError(f"the HTML report needs {exc.name or 'plotly and jinja2'}, which is not installed", hint=INSTALL_HINT) from exc
 
 
-def run_html(result: RunResult, records: Sequence[RequestRecord], source: str) -> str:
-    """The report of one saved run (`source` says where it was read from)."""
+def run_html(result: RunResult, records: Sequence[RequestRecord], source: str,
+             telemetry: Sequence[dict[str, Any]] = ()) -> str:
+    """The report of one saved run (`source` says where it was read from; `telemetry`: its telemetry.jsonl lines)."""
     from tokspeed.reports.html_context import run_context
 
-    return _render("run.html.j2", run_context(result, records, source))
+    return _render("run.html.j2", run_context(result, records, source, telemetry))
 
 
 def comparison_html(comparison: Comparison, runs: Sequence[RunData]) -> str:

@@ -42,7 +42,7 @@ from tokspeed.reports.summary_text import (
     totals_lines,
 )
 from tokspeed.reports.telemetry_text import server_profile_line, telemetry_lines
-from tokspeed.reports.timeline import latency_over_time, timeline
+from tokspeed.reports.timeline import latency_over_time, server_over_time, timeline
 from tokspeed.results import Benchmark, RunResult
 from tokspeed.results.records import records_by_benchmark
 from tokspeed.stats.distribution import Distribution
@@ -84,11 +84,13 @@ def _findings(result: RunResult) -> list[dict[str, str]]:
     ]
 
 
-def run_context(result: RunResult, records: Sequence[RequestRecord], source: str) -> dict[str, Any]:
+def run_context(result: RunResult, records: Sequence[RequestRecord], source: str,
+                telemetry: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """`telemetry`: the run's telemetry.jsonl lines (the server's running and waiting requests over time)."""
     figs = FigureSet()
     groups = records_by_benchmark(result.benchmarks, list(records)) if records else None
     benches = [
-        _benchmark(b, groups[i] if groups is not None else None, figs, result.config.get("percentiles") or ())
+        _benchmark(b, groups[i] if groups is not None else None, figs, result.config.get("percentiles") or (), telemetry)
         for i, b in enumerate(result.benchmarks)
     ]
     sweep = [f for title, fig in fg.sweep_figures(result.benchmarks, sweep_context(result))
@@ -114,7 +116,7 @@ def run_context(result: RunResult, records: Sequence[RequestRecord], source: str
 
 
 def _benchmark(bench: Benchmark, records: list[RequestRecord] | None, figs: FigureSet,
-               percentiles: Sequence[float] = ()) -> dict[str, Any]:
+               percentiles: Sequence[float] = (), telemetry: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     s = bench.summary
     charts: list[dict[str, str] | None] = []
     note = None
@@ -127,9 +129,12 @@ def _benchmark(bench: Benchmark, records: list[RequestRecord] | None, figs: Figu
             charts.append(figs.add(f"{label} distribution", fg.distribution_figure(label, "ms", values, per), _caption(family)))
         tl = timeline(records)
         if tl is not None:
-            charts.append(figs.add("Over time", fg.timeline_figure(tl, latency_over_time(records, tl)),
+            server = server_over_time(records, tl, telemetry)
+            charts.append(figs.add("Over time", fg.timeline_figure(tl, latency_over_time(records, tl), server),
                                    "Per time bin: output tokens per second; TTFT (by send time) and ITL (by arrival) at p50 "
-                                   "and p99; the average number of requests in flight; errors by kind."))
+                                   "and p99; the average number of requests in flight"
+                                   + ("; the server's own running and waiting requests (its /metrics)" if server else "")
+                                   + "; errors by kind."))
         charts.append(figs.add("TTFT vs input tokens", fg.scatter_figure(samples.input_tokens, samples.ttft_ms),
                                "Each point is a request: prefill time grows with the prompt; queueing shows as a vertical spread."))
     charts.append(figs.add("Per-iteration stability", fg.iterations_figure(bench), "Rule of thumb: 5–10% spread between iterations is normal; more is a warning."))

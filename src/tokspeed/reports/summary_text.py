@@ -58,8 +58,22 @@ def header_lines(result: RunResult) -> list[str]:
         lines += cold_start_lines(t)
     if w:
         lines.append(f"Workload  {_describe_workload(w, embeddings=bool(t) and t.get('api') == 'embeddings')}")
+        lines += choice_lines(w)
     if cfg:
         lines.append(f"Load      {_describe_load(result)}")
+    return lines
+
+
+def choice_lines(w: dict[str, Any]) -> list[str]:
+    """The workload's per-request choices: a model mix's shares and policy, the client's cancellations."""
+    lines = []
+    models, cancel = w.get("models"), w.get("cancel")
+    if isinstance(models, dict) and isinstance(models.get("shares"), dict):
+        shares = ", ".join(f"{name} {share * 100:.0f}%" for name, share in models["shares"].items())
+        lines.append(f"Models    {shares} ({models.get('policy')})")
+    if isinstance(cancel, dict):
+        lines.append(f"Cancel    {cancel.get('share', 0) * 100:g}% of requests, {cancel.get('after_ms', 0):g} ms after sending "
+                     "(by the client, closing the connection)")
     return lines
 
 
@@ -249,6 +263,7 @@ def totals_lines(bench: Benchmark) -> list[str]:
     r, t = s.requests, s.throughput
     lines = [
         f"Requests  {r.completed} completed, {r.errored} errored, {r.incomplete} incomplete"
+        + (f", {r.cancelled} cancelled by the client (not errors)" if r.cancelled else "")
         + (f"  ·  error rate {fmt((s.error_rate or 0) * 100, 1)}%" if s.error_rate else ""),
         f"Throughput  {fmt(t.requests_per_s)} req/s · {_token_rates(s)}  (window {fmt(s.window_s)} s)",
     ]

@@ -7,14 +7,18 @@ Pure: records in, arrays out. Time 0 is the first measured request's send.
   output_tokens / chunks spread evenly; a response without chunks counts at its end);
 * in flight: the time-average number of sent requests not yet finished in the bin,
   ∫ in_flight(t) dt / bin width (an unfinished request counts until the last event);
-* errors: errored requests whose failure falls in the bin.
+* errors: errored requests whose failure falls in the bin;
+* server running / waiting (`server_over_time`, when the server's /metrics were scraped): the mean of
+  the telemetry samples of the server's running and waiting requests taken in the bin (NaN: none).
+  Telemetry `t_ns` and the records read from requests.jsonl are both Unix-epoch ns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
+from typing import Any
 
 import numpy as np
 
@@ -190,3 +194,40 @@ def _mean_in_flight(sent: Sequence[RequestRecord], edges: np.ndarray, last: int)
         return out
 
     return np.diff(integral(edges)) / np.diff(edges).astype(np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerOverTime:
+    """The server's own running and waiting requests per bin of a Timeline (NaN: no sample in the bin)."""
+
+    running: np.ndarray
+    waiting: np.ndarray
+
+
+def server_over_time(records: Sequence[RequestRecord], tl: Timeline, lines: Iterable[dict[str, Any]]) -> ServerOverTime | None:
+    """The mean of the server samples (telemetry.jsonl `kind: server`, `ok`) in each bin of `tl`; None without any."""
+    sent = [r for r in records if not r.warmup and was_sent(r)]
+    samples = [
+        (int(line["t_ns"]), line.get("running"), line.get("waiting"))
+        for line in lines
+        if line.get("kind") == "server" and line.get("ok") and isinstance(line.get("t_ns"), int)
+    ]
+    if not sent or not samples:
+        return None
+    t0 = min(r.sent_ns for r in sent)
+    bins, width = tl.start_s.size, int(round(tl.bin_s * NS_PER_S))
+    which = np.array([(t - t0) // width for t, _, _ in samples], dtype=np.int64)
+    inside = (which >= 0) & (which < bins)
+    if not inside.any():
+        return None
+    return ServerOverTime(*(_bin_means(which, [s[k] for s in samples], inside, bins) for k in (1, 2)))
+
+
+def _bin_means(which: np.ndarray, values: list[Any], inside: np.ndarray, bins: int) -> np.ndarray:
+    """Per bin, the mean of the numeric values whose sample falls in it (NaN for none)."""
+    v = np.array([float(x) if isinstance(x, (int, float)) else np.nan for x in values])
+    keep = inside & np.isfinite(v)
+    sums = np.bincount(which[keep], weights=v[keep], minlength=bins)
+    counts = np.bincount(which[keep], minlength=bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)

@@ -1,4 +1,4 @@
-"""Summaries per stage and per workload class of a scheduled load point.
+"""Summaries per stage and per workload class of a scheduled load point, and per model of a model mix.
 
 A scheduled point (`tokspeed.load.timeline`) labels each measured record with
 its stage (`RequestRecord.stage`: the window it was *scheduled* in) and its class
@@ -14,7 +14,9 @@ own records, so every metric of a point exists per stage and per class:
   its goodput judges each request against its own class's thresholds;
 * classes together (`classes_goodput`): good = Σ good of each class (a class
   without SLOs counts each completed request as good), requests_per_s = good /
-  the point's window_s, fraction = good / Σ completed; None when no class has SLOs.
+  the point's window_s, fraction = good / Σ completed; None when no class has SLOs;
+* model (a model mix, `RequestRecord.model`): the summary of (records that asked for the model, the
+  run's SLOs), any load profile; its window_s and throughput are over the model's own requests.
 """
 
 from __future__ import annotations
@@ -97,3 +99,25 @@ def together(classes: dict[str, GroupResult], window_s: float | None) -> Goodput
         fraction=good / completed if completed else None,
         slos=slos,
     )
+
+
+class ModelSummaries:
+    """A summary per model of a model mix (`--model a=3,b=1`), fed one record at a time."""
+
+    def __init__(self, cfg: RunConfig) -> None:
+        models = cfg.models or []
+        total = sum(m.weight for m in models)
+        self._profiles = {
+            m.name: {"weight": m.weight, "share": m.weight / total, "policy": cfg.model_policy} for m in models
+        }
+        self._builders = {m.name: SummaryBuilder(cfg.slos) for m in models}
+
+    def add(self, r: RequestRecord) -> None:
+        if not r.warmup and (builder := self._builders.get(r.model or "")) is not None:
+            builder.add(r)
+
+    def fill(self, bench: Benchmark) -> None:
+        """Set `bench.models`: each model's share asked for, and the summary of its requests."""
+        bench.models = {
+            name: GroupResult(profile=self._profiles[name], summary=b.summary()) for name, b in self._builders.items()
+        }

@@ -67,6 +67,9 @@ class Benchmark(BaseModel):
     classes_goodput: Goodput | None = Field(
         None, description="mixed workload classes together: good requests of every class, each on its own SLOs"
     )
+    models: dict[str, GroupResult] | None = Field(
+        None, description="a model mix (--model a=3,b=1): each model's requests, with its weight, share and policy"
+    )
     token_audit: TokenAudit | None = Field(
         None, description="run --token-audit: usage vs tokenizer counts, tokens per chunk, early stops"
     )

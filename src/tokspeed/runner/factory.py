@@ -18,17 +18,37 @@ from tokspeed.errors import ConfigError
 from tokspeed.runner.workers import WORKER_COMMAND, WorkerChoice, choose_workers, worker_settings
 from tokspeed.workload import load_workload
 from tokspeed.workload.images import SpecWorkload, with_images
+from tokspeed.workload.mix import CancelChooser, ModelChooser, ModelShare, with_choices
 from tokspeed.workload.tokens import load_counter
 
 KEEP_ALL_TEXTS = 1 << 62  # keep_text_for that covers every request index (--token-audit)
 
 
 def build_workload(cfg: RunConfig) -> SpecWorkload:
+    """The run's prompts, each request with its model (a model mix) and its client-side abort (--cancel-share)."""
+    return with_choices(_prompts(cfg), model_chooser(cfg), cancel_chooser(cfg))
+
+
+def model_chooser(cfg: RunConfig) -> ModelChooser | None:
+    """Which model each request asks for, when the config mixes several (None: the one model, as ever)."""
+    if not cfg.model_mix or cfg.models is None:
+        return None
+    return ModelChooser(tuple(ModelShare(m.name, m.weight) for m in cfg.models), cfg.model_policy, cfg.seed)
+
+
+def cancel_chooser(cfg: RunConfig) -> CancelChooser | None:
+    """Which requests the client aborts, and when (--cancel-share, --cancel-after); None when none."""
+    if cfg.cancel_share is None or cfg.cancel_after_s is None:
+        return None
+    return CancelChooser(cfg.cancel_share, round(cfg.cancel_after_s * 1e9), cfg.seed)
+
+
+def _prompts(cfg: RunConfig) -> SpecWorkload:
     """The run's prompts; embeddings send the prompt text as `input`, chat may attach images."""
     if cfg.scheduled in ("trace", "classes"):  # a trace's lengths, or each class's own workload
         from tokspeed.runner.scheduled import scheduled_workload
 
-        return scheduled_workload(cfg, build_workload)  # type: ignore[no-any-return]
+        return scheduled_workload(cfg, _prompts)  # type: ignore[no-any-return]
     embeddings = cfg.api is Api.EMBEDDINGS
     workload = load_workload(
         cfg.dataset,
@@ -54,6 +74,9 @@ def build_backend(cfg: RunConfig, workload: SpecWorkload, engine: EngineOptions 
     if (kind is not None or is_embedded_target(cfg.target)) and (cfg.images or cfg.api is Api.EMBEDDINGS):
         what = "--images" if cfg.images else "--api embeddings"
         raise ConfigError(f"{what} needs an HTTP target", hint="give --target http://HOST:PORT/v1 of a server that takes it")
+    if (kind is not None or is_embedded_target(cfg.target)) and (cfg.model_mix or cfg.cancel_share is not None):
+        what = "a model mix (--model a,b)" if cfg.model_mix else "--cancel-share"
+        raise ConfigError(f"{what} needs an HTTP target", hint="give --target http://HOST:PORT/v1 of a server")
     if kind is not None:
         return _engine_backend(cfg, kind, engine or EngineOptions())
     if is_embedded_target(cfg.target):
@@ -102,6 +125,7 @@ def http_backend(cfg: RunConfig, pool_size: int, prewarm: int | None = None) -> 
         extra_body=cfg.extra_body,
         sampling={"temperature": cfg.temperature, "top_p": cfg.top_p, "stop": cfg.stop},
         include_usage=cfg.include_usage,
+        mix=tuple(m.name for m in cfg.models or ()) if cfg.model_mix else (),
         timeout_s=cfg.timeout_s,
         ttft_timeout_s=cfg.ttft_timeout_s,
         retries=cfg.retries,

@@ -51,7 +51,7 @@ class ErrorRateGuard:
 
     def record(self, record: RequestRecord) -> None:
         """Count one finished request (warm-up and cancelled requests are ignored)."""
-        if self.limit is None or record.warmup or record.status is Status.INCOMPLETE:
+        if self.limit is None or record.warmup or record.status in (Status.INCOMPLETE, Status.CANCELLED):
             return
         self.finished += 1
         self.failed += record.status is Status.ERROR
@@ -114,7 +114,7 @@ class TargetWatch:
     def record(self, r: RequestRecord) -> None:
         """Count one finished request (warm-up, cancelled and end-less ones are ignored)."""
         end = r.end_ns
-        if r.warmup or r.status is Status.INCOMPLETE or end is None:
+        if r.warmup or r.status in (Status.INCOMPLETE, Status.CANCELLED) or end is None:
             return
         self.start_ns = r.sent_ns if self.start_ns is None else min(self.start_ns, r.sent_ns)
         if self.last_other is not None and end < self.last_other:

@@ -61,6 +61,7 @@ async def send_one(
 ) -> None:
     """Send (after taking a slot, if capped); the record reaches `on_record` whatever happens."""
     record.prefix_group = spec.prefix_group  # shared-prefix workloads tag their requests
+    record.model = spec.model  # a model mix: the model the request asks for
     try:
         if slots is None:
             on_start(record)

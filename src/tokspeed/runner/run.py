@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import heapq
 import time
-from collections.abc import Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -565,22 +565,30 @@ def _add_benchmark(run: _Run, point: LoadPoint, state: _PointState) -> Benchmark
     records = StoredRecords(run.writer.requests_path, state.index, state.offset, run.writer.epoch_offset_ns)
     plan = plan_from_config(point.cfg)
     guarded = _GuardedDigest(run, point.name)  # what the checks, rules and cold start need, in the summary's pass
-    also = guarded.add
-    groups = None
+    feeds: list[Callable[[RequestRecord], None]] = [guarded.add]
+    groups = models = None
     if plan.timeline is not None:  # per stage and per class summaries, in the same pass
         from tokspeed.results.groups import GroupSummaries
 
         groups = GroupSummaries(plan.timeline, point.cfg)
+        feeds.append(groups.add)
+    if point.cfg.model_mix:  # per model summaries, in the same pass
+        from tokspeed.results.groups import ModelSummaries
 
-        def also(r: RequestRecord) -> None:
-            guarded.add(r)
-            groups.add(r)
+        models = ModelSummaries(point.cfg)
+        feeds.append(models.add)
+
+    def also(r: RequestRecord) -> None:
+        for feed in feeds:
+            feed(r)
 
     bench = build_benchmark(point.name, plan.describe(), records, point.cfg.slos, also=also,
                             percentiles=point.cfg.percentiles, cooldown=point.cfg.cooldown,
                             planned_duration_s=point.cfg.duration_s)
     if groups is not None:
         groups.fill(bench)
+    if models is not None:
+        models.fill(bench)
     digest = guarded.digest
     if digest is not None:
         add_cold_start(state.served, digest.cold, state.began_ns)  # in-process targets: load vs first vs warm request

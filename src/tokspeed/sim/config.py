@@ -41,6 +41,9 @@ class SimConfig(BaseModel):
     crlf: bool = Field(default=False, description="end SSE lines with \\r\\n instead of \\n")
     keep_alive: bool = Field(default=True, description="keep connections open between requests (False: Connection: close)")
     model: str = Field(default="tokspeed-sim", min_length=1, description="model name served")
+    served_models: tuple[str, ...] = Field(
+        default=(), description="further model names served beside model (a base model's adapters, a mix)"
+    )
     log_path: Path | None = Field(default=None, description="append one JSON line per finished request here")
     api_key: str | None = Field(
         default=None, min_length=1, description="require 'Authorization: Bearer KEY' on /v1 (401 without, 403 if wrong)"
@@ -127,3 +130,8 @@ def describe(cfg: SimConfig) -> str:
     if cfg.log_path is not None:
         parts.append(f"log {cfg.log_path}")
     return ", ".join(parts)
+
+
+def serves(cfg: SimConfig, model: object) -> bool:
+    """Whether a request's `model` is one the simulator serves (a request without one is taken)."""
+    return model is None or model == cfg.model or model in cfg.served_models

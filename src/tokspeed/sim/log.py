@@ -60,6 +60,7 @@ class LogEntry:
     spec_drafts: int | None = None  # speculative decoding (sim/spec_decode.py): drafts counted for this request
     spec_accepted: int | None = None  # ... draft tokens accepted in them
     spec_accepted_per_pos: list[int] | None = None  # ... accepted at each draft position
+    model: str | None = None  # the request body's `model`, as sent (None: none, or not a string)
 
 
 class SimLog:

@@ -22,7 +22,7 @@ from aiohttp import web
 
 from tokspeed.sim import inject
 from tokspeed.sim.arrival import arrival_of
-from tokspeed.sim.config import SimConfig
+from tokspeed.sim.config import SimConfig, serves
 from tokspeed.sim.embeddings import embeddings_body, parse_embeddings
 from tokspeed.sim.faults import AFTER_DONE, HTTP_STATUS, MID_STREAM, Fault, FaultPicker
 from tokspeed.sim.gate import FifoGate
@@ -130,11 +130,13 @@ class SimService:
     # --- informational endpoints -------------------------------------------------------
 
     async def models(self, request: web.Request) -> web.Response:
-        card = {"id": self.cfg.model, "object": "model", "created": self._created, "owned_by": "tokspeed"}
+        cards = [{"id": name, "object": "model", "created": self._created, "owned_by": "tokspeed"}
+                 for name in (self.cfg.model, *self.cfg.served_models)]
         echo = inject.echoed(self.cfg, request)
         if echo:  # --echo-auth
-            card.update(owned_by=echo, root=echo)
-        return web.Response(body=orjson.dumps({"object": "list", "data": [card]}), content_type=_JSON)
+            for card in cards:
+                card.update(owned_by=echo, root=echo)
+        return web.Response(body=orjson.dumps({"object": "list", "data": cards}), content_type=_JSON)
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -161,7 +163,8 @@ class SimService:
                          received_ns=arrival_of(request), stream=False)
         try:
             req = parse_embeddings(await request.read())
-            if req.model is not None and req.model != self.cfg.model:
+            entry.model = req.model if isinstance(req.model, str) else None
+            if not serves(self.cfg, req.model):
                 raise RequestError(f"The model `{req.model}` does not exist.", "model_not_found", "model", status=404)
         except RequestError as exc:
             return self._reject(entry, exc)
@@ -189,6 +192,7 @@ class SimService:
         except RequestError as exc:
             return self._reject(entry, exc)
         entry.stream = req.stream
+        entry.model = req.model if isinstance(req.model, str) else None
         entry.include_usage = req.include_usage
         entry.prompt_tokens = req.prompt_tokens
         fault = self._faults.pick(req.stream)
@@ -233,7 +237,7 @@ class SimService:
 
     def _accept(self, api: ApiName, raw: bytes) -> SimRequest:
         req = parse_request(api, raw)
-        if req.model is not None and req.model != self.cfg.model:
+        if not serves(self.cfg, req.model):
             raise RequestError(f"The model `{req.model}` does not exist.", "model_not_found", "model", status=404)
         if self.cfg.reject_stream_options and req.has_stream_options:
             raise RequestError(
