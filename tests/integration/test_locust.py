@@ -170,27 +170,146 @@ def test_a_worker_killed_mid_run_keeps_its_sent_records(
     assert run_cli("report", str(out)).returncode == 0
 
 
-def test_a_rate_paces_the_users_on_a_fixed_schedule(
+def both_sending(recs: list[dict]) -> list[dict]:
+    """The measured records scheduled while both workers were sending (the run's stop reaches them apart)."""
+    measured = [r for r in recs if not r["warmup"]]
+    firsts = [min(r["scheduled_ns"] for r in measured if worker_of(r) == w) for w in (0, 1)]
+    lasts = [max(r["scheduled_ns"] for r in measured if worker_of(r) == w) for w in (0, 1)]
+    return [r for r in measured if max(firsts) <= r["scheduled_ns"] <= min(lasts)]
+
+
+def server_received(recs: list[dict], sim: SimServer) -> np.ndarray:
+    """When the simulator received each of these requests (its clock, ns), in the records' order."""
+    truth = sim.entries()
+    return np.asarray([truth[r["response_id"]]["received_ns"] for r in recs], dtype=np.int64)
+
+
+def cv(gaps: np.ndarray) -> float:
+    return float(gaps.std() / gaps.mean())
+
+
+def test_a_constant_rate_reaches_the_server_evenly_spaced(
     start_sim: Callable[..., SimServer], tmp_path: Path, procs: list[subprocess.Popen[str]]
 ) -> None:
     sim = start_sim("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS))
     out = tmp_path / "fleet"
-    master, _ = start_fleet(procs, sim, out, "3s", "--rate", "32")  # 8 users: each starts one every 0.25 s
+    master, _ = start_fleet(procs, sim, out, "4s", "--rate", "32")  # 8 users on 2 workers: one arrival every 31.25 ms
     stdout, _ = master.communicate(timeout=60)
     assert master.returncode == 0, stdout
     bench = load_json(out / "run.json")["benchmarks"][0]
     assert bench["profile"]["kind"] == "rate" and bench["profile"]["rate"] == 32.0
-    assert bench["profile"]["max_concurrency"] == 8
-    s = bench["summary"]
-    assert s["throughput"]["requests_per_s"] == pytest.approx(32.0, rel=0.12)  # not the ~45/s 8 users could do
+    assert bench["profile"]["arrival"] == "constant" and bench["profile"]["max_concurrency"] == 8
+    assert bench["summary"]["throughput"]["requests_per_s"] == pytest.approx(32.0, rel=0.12)  # not the ~45/s of 8 users
     recs = [r for r in records(out) if r["status"] == "ok"]
-    for w in (0, 1):  # each worker runs 4 users; each user's requests are due exactly 0.25 s apart
-        sched = np.sort([r["scheduled_ns"] for r in recs if r["index"] % STRIDE == w])
-        assert len(sched) >= 30 and np.allclose((sched[4:] - sched[:-4]) / 1e6, 250.0, atol=0.01)
+    for w in (0, 1):  # the workers' shares interleave: each worker's requests are due exactly 2/R = 62.5 ms apart
+        sched = np.sort([r["scheduled_ns"] for r in recs if worker_of(r) == w])
+        assert len(sched) >= 50 and np.allclose(np.diff(sched) / 1e6, 62.5, atol=0.001)
+    # the server saw a constant rate: gaps of 31.25 ms give or take this loaded machine's jitter (CV 0.04-0.07
+    # measured at load 9 on 2 cores; the users' own staggered phases of before gave CV 0.80)
+    steady = both_sending(recs)
+    gaps = np.diff(np.sort(server_received(steady, sim))) / 1e6
+    assert len(gaps) >= 90
+    assert cv(gaps) < 0.15, (cv(gaps), np.percentile(gaps, [0, 1, 50, 99, 100]))
+    assert float(np.median(gaps)) == pytest.approx(31.25, abs=1.5)
+    assert 1000 / float(gaps.mean()) == pytest.approx(32.0, rel=0.03)
     # on time: p90 under 10 ms late, beyond the p90 lateness of the simulator's own timers in this run
     sim_late_ms = np.concatenate([p.sim_late_ns for p in pairs_by_worker(out, sim)]) / 1e6
     assert np.percentile([(r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in recs], 90) < 10 + max(
         0.0, float(np.percentile(sim_late_ms, 90)))
+
+
+def poisson_truth(rate: float, duration_s: float, seed: int) -> np.ndarray:
+    """The schedule `tokspeed run --rate R --arrival poisson --duration D` draws (load.plan, computed here
+    anew): round(R·D) arrivals, exponential gaps from numpy's default_rng(seed), rescaled to mean 1/R, in s."""
+    n = round(rate * duration_s)
+    gaps = np.random.default_rng(seed).exponential(1 / rate, n - 1)
+    gaps *= ((n - 1) / rate) / gaps.sum()
+    return np.concatenate(([0.0], np.cumsum(gaps)))
+
+
+def test_poisson_arrivals_reach_the_server_as_the_seeded_schedule(
+    start_sim: Callable[..., SimServer], tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    sim = start_sim("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS))
+    out = tmp_path / "fleet"
+    master, _ = start_fleet(procs, sim, out, "5s", "--rate", "30", "--arrival", "poisson", "--seed", "7")
+    stdout, _ = master.communicate(timeout=60)
+    assert master.returncode == 0, stdout
+    bench = load_json(out / "run.json")["benchmarks"][0]
+    assert bench["profile"]["arrival"] == "poisson" and bench["profile"]["rate"] == 30.0
+    sent = sorted(records(out), key=lambda r: r["scheduled_ns"])
+    recs = [r for r in sent if r["status"] == "ok"]
+    # what was sent is the seeded schedule itself, both workers' shares together, from some arrival k on
+    # (the ones before the first user asked are skipped; the last ones were cut by the run's end)
+    truth = poisson_truth(30.0, 5.0, 7)
+    sched = (np.asarray([r["scheduled_ns"] for r in sent]) - sent[0]["scheduled_ns"]) / 1e9
+    assert any(np.allclose(truth[k:k + len(sched)] - truth[k], sched, atol=1e-6)
+               for k in range(20) if k + len(sched) <= len(truth)), "the sent schedule is not the seeded draw"
+    # the server saw those arrivals: each gap as scheduled give or take the machine's jitter, so the
+    # gaps are exponential (CV 1; over ~130 gaps its standard error is ~0.09) at the asked rate
+    steady = both_sending(recs)
+    server = np.diff(np.sort(server_received(steady, sim))) / 1e6
+    scheduled = np.diff(np.sort([r["scheduled_ns"] for r in steady])) / 1e6
+    assert len(server) >= 100
+    # (each gap is off by the difference of two sends' lags: median 0.6-0.7 ms, p90 6-11 ms seen at load 7-9)
+    off = np.abs(server - scheduled)
+    assert float(np.median(off)) < 3.0 and float(np.mean(off < 15.0)) > 0.8, np.percentile(off, [50, 90, 100])
+    assert abs(server.sum() - scheduled.sum()) < 10.0  # the same span, to 10 ms: the same realised rate
+    assert cv(server) == pytest.approx(1.0, abs=3.5 / np.sqrt(len(server)))
+    assert cv(scheduled) == pytest.approx(cv(server), abs=0.1)
+    assert 1000 * len(server) / server.sum() == pytest.approx(30.0, rel=3.5 / np.sqrt(len(server)))
+
+
+def test_rate_stages_reach_the_server_at_each_stages_rate(
+    start_sim: Callable[..., SimServer], tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    sim = start_sim("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS))
+    out = tmp_path / "fleet"
+    master, _ = start_fleet(procs, sim, out, "1m", "--stages", "low:rate=10:2s,high:rate=30:2s")
+    stdout, _ = master.communicate(timeout=60)
+    assert master.returncode == 0, stdout
+    run = load_json(out / "run.json")
+    assert run["status"] == "complete"
+    bench = run["benchmarks"][0]
+    assert bench["profile"]["kind"] == "stages" and bench["profile"]["open_loop"] is True
+    assert [(s["name"], s["rate"]) for s in bench["profile"]["stages"]] == [("low", 10.0), ("high", 30.0)]
+    assert bench["profile"]["max_concurrency"] == 8 and bench["profile"]["requests"] == 80
+    recs = records(out)
+    assert not any(r["warmup"] for r in recs)  # stages: no warm-up unless asked for
+    assert all(r["status"] == "ok" for r in recs) and len(recs) >= 78  # the run outlasts the schedule by a second
+    for name, rate, want in (("low", 10.0, 20), ("high", 30.0, 60)):
+        mine = [r for r in recs if r["stage"] == name]
+        assert want - 2 <= len(mine) <= want  # (a worker's first arrival may come before its first user)
+        gaps = np.diff(np.sort(server_received(mine, sim))) / 1e6
+        assert float(np.median(gaps)) == pytest.approx(1000 / rate, rel=0.05) and cv(gaps) < 0.15
+        assert bench["stages"][name]["summary"]["requests"]["completed"] == len(mine)
+    # back to back: the server's first high-stage request came one low gap (100 ms) after its last low one
+    received = {name: server_received([r for r in recs if r["stage"] == name], sim) for name in ("low", "high")}
+    assert (received["high"].min() - received["low"].max()) / 1e6 == pytest.approx(100.0, abs=10.0)
+    assert run_cli("report", str(out)).returncode == 0
+
+
+def test_the_master_listens_on_loopback_unless_told_otherwise(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    import psutil
+
+    def listening(*bind: str) -> set[str]:
+        port = free_port()
+        master = tokspeed("locust", "master", "--target", "http://127.0.0.1:9/v1", "--out", str(tmp_path / str(port)),
+                          "--port", str(port), "--duration", "90s", *bind)
+        procs.append(master)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and master.poll() is None:  # it execs Locust: the socket is this pid's
+            found = {c.laddr.ip for c in psutil.Process(master.pid).net_connections(kind="tcp")
+                     if c.status == psutil.CONN_LISTEN and c.laddr.port == port}
+            if found:
+                master.kill()
+                return found
+            time.sleep(0.1)
+        master.kill()
+        pytest.fail(f"no master listened on {port}: {master.communicate()[0]}")
+
+    assert listening() == {"127.0.0.1"}
+    assert listening("--bind", "0.0.0.0") == {"0.0.0.0"}
 
 
 def worker_of(record: dict) -> int:

@@ -1,10 +1,11 @@
-"""`tokspeed locust --rate R`: the paced users' starts are spread over each user's interval (review of d5e6b3b).
+"""`tokspeed locust --rate R`: the run's schedule is the constant rate run.json calls it (review of d5e6b3b; issue #27).
 
 run.json calls a paced Locust run's arrivals "constant". With every user's first request at its
 spawn instant, the U users (spawned within U / spawn-rate seconds) send in one burst per
-interval U/R instead: measured before the fix, 8 users at 32/s spawned at 100/s put all 92
+interval U/R instead: measured before the first fix, 8 users at 32/s spawned at 100/s put all 92
 requests into 2 of 10 phase bins of the 250 ms cycle, scheduled_gap_cv 1.93 (Poisson is 1);
-after it, 0.61.
+after it (golden-ratio phases per user), 0.61, and the server saw gap CV 0.80. Now one schedule
+for the run, split over the workers: its scheduled gaps are all 1/R (CV 0 to rounding).
 """
 
 from __future__ import annotations
@@ -37,5 +38,6 @@ def test_paced_users_are_spread_over_the_interval_not_sent_in_bursts(
     sched = np.sort([r["scheduled_ns"] for r in records(out) if not r.get("warmup")]) / 1e6
     phases = np.histogram((sched - sched[0]) % 250.0, bins=4, range=(0, 250))[0]
     assert phases.min() > 0, phases  # every quarter of the cycle gets requests (the burst filled one)
-    # 8 users on the golden-ratio grid: gap CV 0.60 by construction (0 would be perfectly even, 1 Poisson)
-    assert bench["summary"]["schedule"]["scheduled_gap_cv"] < 0.8
+    # one arrival every 31.25 ms over both workers: gap CV 0 (the golden-ratio phases gave 0.60; 1 is Poisson)
+    assert bench["summary"]["schedule"]["scheduled_gap_cv"] < 0.01
+    assert np.allclose(np.diff(sched), 1000 / 32, atol=0.001)

@@ -170,9 +170,10 @@ def test_a_run_stopped_before_its_run_time_is_interrupted(tmp_path: Path) -> Non
 def test_profiles_say_how_users_and_rate_translate() -> None:
     assert profile_for(LocustOptions(), 16) == ("concurrency 16 (locust)", {"kind": "concurrency", "concurrency": 16})
     name, profile = profile_for(LocustOptions(rate=5.0), 10)
-    assert profile == {"kind": "rate", "rate": 5.0, "arrival": "constant", "max_concurrency": 10} and "5/s" in name
-    assert LocustOptions(rate=5.0, users=10).pacing_interval_s() == pytest.approx(2.0)  # each user every U/R s
-    assert LocustOptions(users=10).pacing_interval_s() is None
+    assert profile == {"kind": "rate", "rate": 5.0, "arrival": "constant", "burstiness": None,
+                       "max_concurrency": 10} and "5/s constant" in name  # as `tokspeed run --rate` says it
+    name, profile = profile_for(LocustOptions(rate=5.0, arrival="poisson"), 10)
+    assert profile["arrival"] == "poisson" and profile["exact_rate"] is True and "5/s poisson" in name
 
 
 def test_options_survive_the_trip_through_locust_arguments() -> None:

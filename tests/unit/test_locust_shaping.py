@@ -72,9 +72,12 @@ def test_concurrency_stages_become_windows_back_to_back() -> None:
     assert locust_stages(None, None) == []
 
 
+def test_rate_stages_are_no_concurrency_windows() -> None:
+    assert locust_stages("warm:rate=2:10s", None) == [] and locust_stages(None, "rate=1..20:60s") == []
+
+
 @pytest.mark.parametrize(("stages", "ramp", "says"), [
-    ("warm:rate=2:10s", None, "concurrency=N"),
-    (None, "rate=1..20:60s", "concurrency=N"),
+    ("warm:rate=2:10s,peak:concurrency=4:10s", None, "mix rate and concurrency"),
     ("concurrency=2:1s", "concurrency=1..2:2s", "cannot be combined"),
     ("a:concurrency=2:1s,a:concurrency=3:1s", None, "must differ"),
     ("warm:concurrency=0:1s", None, "stages"),
@@ -192,17 +195,26 @@ def test_each_stage_gets_its_own_summary(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("extra", "says"), [
-    (["--stages", "warm:rate=2:1s"], "concurrency=N"),
+    (["--stages", "warm:rate=2:1s,b:concurrency=2:1s"], "mix rate and concurrency"),
+    (["--stages", "warm:rate=2:1s", "--rate", "4"], "--rate cannot be combined"),
+    (["--rate", "4", "--arrival", "gamma"], "unknown arrival process"),
     (["--stages", "a:concurrency=2:1s", "--rate", "4"], "--rate cannot be combined"),
 ])
 def test_the_master_command_refuses_bad_stages_before_locust_starts(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], says: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, extra: list[str], says: str
 ) -> None:
     pytest.importorskip("typer")
     from importlib.util import find_spec
 
+    from tokspeed.cli import locust_cmd
+
     if find_spec("locust") is None:
         pytest.skip("needs tokspeed[locust]")
+
+    def started(*_: object) -> None:  # the real one execs Locust in place of this process
+        raise AssertionError("Locust would have started")
+
+    monkeypatch.setattr(locust_cmd, "_run", started)
     rc = main(["locust", "master", "--target", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "r"), *extra])
     assert rc == 2
     assert says in capsys.readouterr().err

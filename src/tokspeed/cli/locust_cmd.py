@@ -7,6 +7,7 @@ monkey-patching) runs in a fresh interpreter, never alongside tokspeed's asyncio
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import sys
 from pathlib import Path
@@ -21,13 +22,16 @@ HELP = """Distributed load on Locust's master/worker mode (needs the extra: pip 
 
   # on each load host
   tokspeed locust worker --master 10.0.0.5
-  # on the master
+  # on the master (it listens on 127.0.0.1 unless --bind says otherwise)
   tokspeed locust master --target http://llm:8000/v1 --users 2000 --spawn-rate 100 \\
-      --duration 10m --expect-workers 8 --out runs/fleet
+      --duration 10m --expect-workers 8 --bind 10.0.0.5 --out runs/fleet
 
-Each Locust user is one tokspeed stream (concurrency = users); --rate R paces the users instead
-(each starts a request every users/R s); --stages 'warm:concurrency=4:10s,peak:concurrency=16:20s'
-(or --ramp concurrency=1..16:40s:steps=4) changes the users per stage, each summarised on its own.
+Each Locust user is one tokspeed stream (concurrency = users). --rate R makes it an open loop:
+R requests/s over the whole fleet, constant or --arrival poisson, on one schedule split over the
+workers, the users only capping the requests in flight; rate stages (--stages
+'warm:rate=5:30s,peak:rate=10:30s', --ramp rate=1..20:60s) change the rate per stage.
+--stages 'warm:concurrency=4:10s,peak:concurrency=16:20s' (or --ramp concurrency=1..16:40s:steps=4)
+changes the users per stage instead. Each stage is summarised on its own.
 Requests started during the spawn ramp (users/spawn-rate s) are warm-up, not measured, unless
 --warmup-s says otherwise; --requests N stops after N measured requests. The master writes a normal results directory
 (run.json + requests.jsonl): tokspeed report/compare/diagnose work on it unchanged. Locust's own
@@ -39,6 +43,8 @@ app = typer.Typer(help=HELP, no_args_is_help=True)
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "distributed" / "locustfile.py"
 STAGED_LOCUSTFILE = LOCUSTFILE.with_name("locustfile_stages.py")  # the same user plus a LoadTestShape
 DEFAULT_PORT = 5557
+RATE_STAGES_TAIL_S = 1  # rate stages: the run lasts this long beyond the schedule, for the last requests to end
+DEFAULT_BIND = "127.0.0.1"  # loopback: workers on other hosts need an explicit --bind
 
 
 def _require_locust() -> None:
@@ -64,15 +70,24 @@ def _run(args: list[str], locustfile: Path = LOCUSTFILE) -> NoReturn:
     os.execv(sys.executable, [sys.executable, "-m", "locust", "-f", str(locustfile), *args])
 
 
-def _load_args(users: int, duration: str, stages: str | None, ramp: str | None, rate: float) -> list[str]:
-    """Locust's users and run time, or nothing when stages set them (checked here, before Locust starts)."""
+def _load_args(users: int, duration: str, stages: str | None, ramp: str | None, rate: float, arrival: str
+               ) -> list[str]:
+    """Locust's users and run time, or nothing when concurrency stages set them (checked here, before
+    Locust starts). Rate stages keep the users (the cap on requests in flight) and run for their total."""
+    from tokspeed.distributed.arrivals import SCHEDULE_LEAD_S, check_arrival, rate_stage_items
+
+    check_arrival(arrival)
     if not (stages or ramp):
         return ["--users", str(users), "--run-time", duration]
     from tokspeed.distributed.shaping import LOCUST_STAGE_HINT, locust_stages
 
     if rate > 0:
         raise ConfigError("--rate cannot be combined with --stages/--ramp", hint=LOCUST_STAGE_HINT)
-    locust_stages(stages, ramp)  # a bad spec fails here, as a usage error
+    rated = rate_stage_items(stages, ramp)  # a bad spec fails here, as a usage error
+    if rated is not None:  # the stages start SCHEDULE_LEAD_S in; a second more lets their last requests end
+        total_s = sum(s.duration_s for s in rated[0]) + SCHEDULE_LEAD_S
+        return ["--users", str(users), "--run-time", f"{math.ceil(total_s) + RATE_STAGES_TAIL_S}s"]
+    locust_stages(stages, ramp)
     return []
 
 
@@ -84,32 +99,35 @@ def master(
     spawn_rate: Annotated[float, typer.Option("--spawn-rate", "-r", min=0.001, help="users started per second")] = 10.0,
     duration: Annotated[str, typer.Option("--duration", "-t", help="run time in Locust's format: 90s, 10m, 1h30m")] = "1m",
     expect_workers: Annotated[int, typer.Option("--expect-workers", min=1, help="start when this many workers joined")] = 1,
-    rate: Annotated[float, typer.Option("--rate", min=0.0, help="requests/s over all users (0: closed loop)")] = 0.0,
+    rate: Annotated[float, typer.Option("--rate", min=0.0, help="requests/s over all workers, an open loop: --users caps the requests in flight (0: closed loop)")] = 0.0,
+    arrival: Annotated[str, typer.Option("--arrival", help="arrivals of --rate and rate stages: constant (gaps 1/R) or poisson (exponential gaps, seeded by --seed, rescaled to offer exactly R)")] = LocustOptions.arrival,
     api: Annotated[str, typer.Option("--api", help="chat or completions")] = "chat",
     model: Annotated[str | None, typer.Option("--model", help="model name [default: the first one GET /v1/models lists]")] = None,
     dataset: Annotated[str, typer.Option("--dataset", help="builtin, synthetic, or a prompt file (on every worker)")] = "synthetic",
     input_tokens: Annotated[str | None, typer.Option("--input-tokens", help="synthetic prompt length in tokens: N, uniform:a,b, normal:m,sd [default: 128]")] = None,
     output_tokens: Annotated[str, typer.Option("--output-tokens", help="max_tokens per request: N or a distribution")] = LocustOptions.output_tokens,
-    seed: Annotated[int, typer.Option("--seed", help="seed of the prompts")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="seed of the prompts and of Poisson arrivals")] = 0,
     timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="per-request timeout, seconds")] = LocustOptions.timeout_s,
-    bind: Annotated[str, typer.Option("--bind", help="address the master listens on for workers")] = "*",
+    bind: Annotated[str, typer.Option("--bind", help="address the master listens on for workers (and --web's UI): loopback unless given, e.g. --bind 10.0.0.5 or --bind '*' (every interface) for workers on other hosts")] = DEFAULT_BIND,
     port: Annotated[int, typer.Option("--port", help="port the master listens on for workers")] = DEFAULT_PORT,
     stop_timeout: Annotated[float, typer.Option("--stop-timeout", min=0.0, help="seconds users may finish their request at the end (0: in-flight requests end as incomplete)")] = 0.0,
     web: Annotated[bool, typer.Option("--web", help="keep Locust's web UI on (it quits 5 s after the run)")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing results directory")] = False,
     warmup_s: Annotated[float | None, typer.Option("--warmup-s", min=0.0, help="requests started in the first S seconds are warm-up, not measured [default: the spawn ramp, users / spawn-rate; 0 with --stages]")] = None,
     requests: Annotated[int, typer.Option("--requests", min=0, help="stop after N measured requests over all workers (each sends its share; --duration still caps the run; 0: no limit)")] = 0,
-    stages: Annotated[str | None, typer.Option("--stages", help="concurrency stages instead of --users/--duration: 'warm:concurrency=4:10s,peak:concurrency=16:20s' [default: off]")] = None,
-    ramp: Annotated[str | None, typer.Option("--ramp", help="a stepped concurrency ramp instead of --users/--duration: concurrency=1..16:40s:steps=4 [default: off]")] = None,
+    stages: Annotated[str | None, typer.Option("--stages", help="stages instead of --duration, each summarised on its own: rate stages 'warm:rate=5:30s,peak:rate=10:30s' (--users caps the requests in flight, --arrival applies) or concurrency stages 'warm:concurrency=4:10s,peak:concurrency=16:20s' (instead of --users too) [default: off]")] = None,
+    ramp: Annotated[str | None, typer.Option("--ramp", help="a ramp instead of --duration: rate=1..20:60s (linear, 5 windows), rate=1..20:60s:steps=5, or a stepped concurrency ramp concurrency=1..16:40s:steps=4 [default: off]")] = None,
 ) -> None:
     _require_locust()
     _check_out(out, overwrite)
-    load = _load_args(users, duration, stages, ramp, rate)
+    load = _load_args(users, duration, stages, ramp, rate, arrival)
     options = LocustOptions(out=str(out), overwrite=overwrite, api=api, model=model, dataset=dataset,
                             input_tokens=input_tokens, output_tokens=output_tokens, seed=seed, rate=rate,
+                            arrival=arrival.strip().lower(),
                             timeout_s=timeout, users=0 if load == [] else users, warmup_s=warmup_s,
                             requests=requests, stages=stages, ramp=ramp)
-    mode = ["--autostart", "--autoquit", "5"] if web else ["--headless", "--only-summary"]
+    mode = ["--autostart", "--autoquit", "5", "--web-host", "" if bind == "*" else bind] if web \
+        else ["--headless", "--only-summary"]
     args = ["--master", *mode, "--host", target, *load, "--spawn-rate", f"{spawn_rate:g}",
             "--expect-workers", str(expect_workers), "--master-bind-host", bind,
             "--master-bind-port", str(port), "--stop-timeout", f"{stop_timeout:g}", "--exit-code-on-error", "0",

@@ -10,9 +10,11 @@ tokspeed imports it; `tokspeed locust master|worker` runs it in a `locust` subpr
   SSE sink) and produces the same `RequestRecord`s as `tokspeed run`. Each finished request
   fires three Locust request events, "TTFT", "TPOT" and "E2E" (type "LLM", in ms), so Locust's
   statistics and web UI show LLM metrics; a failed request is a failure of "E2E".
-- Load: Locust users are tokspeed's concurrency (a closed loop). `--tokspeed-rate R` paces the
-  users instead: each of the U users starts a request every U/R seconds on a fixed schedule
-  (Locust's constant-throughput idea, with the schedule kept so lateness is measured).
+- Load: Locust users are tokspeed's concurrency (a closed loop). `--tokspeed-rate R` (constant
+  or `--tokspeed-arrival poisson`) or rate stages make it an open loop instead: one run-wide
+  arrival schedule from the master's start instant, split over the workers, its arrivals sent
+  by whichever of a worker's users is free (`distributed.arrivals`; the users cap what is in
+  flight, an arrival sent late has its lateness measured).
 - Warm-up, `--tokspeed-requests N` and stages (`distributed.shaping`): a request started in the
   first `--tokspeed-warmup-s` seconds (default: the spawn ramp) is warm-up, left out of the
   statistics; each worker sends its share of N measured requests and the master stops at N;
@@ -31,6 +33,7 @@ from __future__ import annotations
 import itertools
 import logging
 import sys
+import time
 from time import perf_counter_ns
 from typing import Any
 
@@ -41,9 +44,9 @@ from locust.env import Environment
 from locust.runners import STATE_MISSING, LocalRunner, MasterRunner, WorkerRunner
 
 from tokspeed.backends.openai_http import OpenAIHTTPBackend
+from tokspeed.distributed.arrivals import SCHEDULE_LEAD_S, WorkerArrivals, rate_stage_items, schedule_for
 from tokspeed.distributed.batching import MESSAGE_TYPE, ClockAnchor, RecordBatcher
 from tokspeed.distributed.options import LocustOptions, api_key, request_index
-from tokspeed.distributed.pacing import first_slot_ns
 from tokspeed.distributed.shaping import (
     Quota,
     StagePlan,
@@ -97,15 +100,24 @@ class WorkerSide:
         worker_id = runner.client_id if isinstance(runner, WorkerRunner) else "local"
         self.batcher = RecordBatcher(worker_id=worker_id, anchor=ClockAnchor.now())
         self._counter = itertools.count()
-        self.paced_users = itertools.count()  # numbers the users whose first slot `distributed.pacing` spreads
-        interval = opts.pacing_interval_s()
-        self.interval_ns = None if interval is None else int(interval * 1e9)
-        self.warmup = WarmupClock.starting(perf_counter_ns(), opts.warmup_s or 0.0)
+        self.arrivals = self._arrivals(opts)  # None: a closed loop
+        start = perf_counter_ns() if self.arrivals is None else self.arrivals.start_ns
+        self.warmup = WarmupClock.starting(start, opts.warmup_s or 0.0)
         share = worker_quota(opts.requests, max(opts.workers, 1), self.worker_index) if opts.requests > 0 else None
         self.quota = Quota(share)
         self._process = psutil.Process()
         self._process.cpu_percent(None)  # starts the measurement: each batch then carries the CPU share since the last
         self._flusher = gevent.spawn(self._flush_loop)
+
+    def _arrivals(self, opts: LocustOptions) -> WorkerArrivals | None:
+        """This worker's share of the run's arrival schedule (None: a closed loop), on this worker's clock."""
+        schedule = schedule_for(opts)
+        if schedule is None:
+            return None
+        epoch = opts.start_epoch_ns or self.batcher.anchor.wall_ns  # plain Locust without a master: from now
+        start = epoch - self.batcher.anchor.epoch_offset_ns
+        warm_until = WarmupClock.starting(start, opts.warmup_s or 0.0).until_ns
+        return WorkerArrivals(schedule, self.worker_index, max(opts.workers, 1), start, warm_until)
 
     def next_index(self) -> int:
         return request_index(next(self._counter), self.worker_index)
@@ -170,7 +182,6 @@ class TokspeedUser(User):
             side = _try_worker_side(environment)
         self.side: WorkerSide | None = side  # None: this worker could not start and is quitting
         self.client = None if side is None else SyncOpenAIClient(side.backend, timeout_s=side.options.timeout_s)
-        self._next_ns: int | None = None
 
     def wait_time(self) -> float:
         return 0.0
@@ -181,7 +192,11 @@ class TokspeedUser(User):
         if side is None or client is None:
             gevent.sleep(1.0)
             return
-        scheduled = self._scheduled(side.interval_ns)
+        slot = self._due(side)
+        if slot is None:  # the arrival schedule has ended: nothing more to send
+            gevent.sleep(IDLE_S)
+            return
+        scheduled, stage = slot
         warmup = side.warmup.warm(scheduled)
         if not warmup and not side.quota.claim():  # this worker's share of --requests is sent
             gevent.sleep(IDLE_S)
@@ -190,28 +205,24 @@ class TokspeedUser(User):
         spec = side.workload.request(index)
         record = RequestRecord(index=index, iteration=0 if warmup else 1, warmup=warmup, scheduled_ns=scheduled)
         if not warmup:
-            record.stage = side.stage()
+            record.stage = stage
         try:
             client.send(spec, record)
         finally:
             side.finished(record)
 
-    def _scheduled(self, interval_ns: int | None) -> int:
-        """When this request is due: now (closed loop), or this user's next slot of a fixed schedule."""
+    @staticmethod
+    def _due(side: WorkerSide) -> tuple[int, str | None] | None:
+        """When this request is due and its stage: now (closed loop), or the worker's next arrival, slept to."""
         now = perf_counter_ns()
-        if interval_ns is None:
-            return now
-        if self._next_ns is None:  # the first slot: spread over the interval, not a burst at the spawn instant
-            side = self.side
-            assert side is not None
-            origin = -side.batcher.anchor.epoch_offset_ns  # the Unix epoch on this clock: one grid for all workers
-            due = first_slot_ns(now, origin, interval_ns, next(side.paced_users), side.worker_index)
-        else:
-            due = self._next_ns
-        self._next_ns = due + interval_ns
-        if due > now:
-            gevent.sleep((due - now) / 1e9)
-        return due
+        if side.arrivals is None:
+            return now, side.stage()
+        slot = side.arrivals.claim(now)
+        if slot is None:
+            return None
+        if slot.due_ns > now:
+            gevent.sleep((slot.due_ns - now) / 1e9)
+        return slot.due_ns, slot.stage
 
     def on_stop(self) -> None:
         if self.client is not None:
@@ -264,8 +275,12 @@ class MasterSide:
                 opts.tokspeed_users = self.stages.max_users
             if not getattr(opts, "tokspeed_users", 0):
                 opts.tokspeed_users = int(getattr(opts, "num_users", 0) or 0)  # sent on to the workers
-            opts.tokspeed_warmup_s = _warmup_s(opts, staged=self.stages is not None)  # sent on to the workers
+            staged = self.stages is not None or rate_stage_items(getattr(opts, "tokspeed_stages", None) or None,
+                                                                 getattr(opts, "tokspeed_ramp", None) or None) is not None
+            opts.tokspeed_warmup_s = _warmup_s(opts, staged=staged)  # sent on to the workers
+            opts.tokspeed_duration_s = float(getattr(opts, "run_time", None) or 0)  # the arrival schedule's length
             self.options = LocustOptions.from_namespace(opts)
+            self.schedule = schedule_for(self.options)  # the workers draw the same (a bad --arrival fails here)
             self.merger = open_merger(self.options, environment.host, _run_facts(environment, self.stages))
         except TokspeedError as exc:  # e.g. --tokspeed-out holds a run already: say so, like tokspeed does
             print(f"Error: {exc}" + (f"\nHint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
@@ -277,14 +292,18 @@ class MasterSide:
         self.stopping = False  # --tokspeed-requests reached: the stop is under way
 
     def on_start(self) -> None:
-        """The test starts: note when, and tell the workers how many share --tokspeed-requests."""
+        """The test starts: note when; tell the workers how many share --tokspeed-requests and the
+        arrivals, and when the arrival schedule starts (all of it travels with the spawn messages sent next)."""
         if self.started_ns is None:
             self.started_ns = perf_counter_ns()
         runner, opts = self.environment.runner, self.environment.parsed_options
-        if opts is not None and self.options.requests > 0:
-            workers = len(runner.clients.ready + runner.clients.running + runner.clients.spawning) \
-                if isinstance(runner, MasterRunner) else 1
-            opts.tokspeed_workers = max(workers, 1)  # travels with the spawn messages sent next
+        if opts is None:
+            return
+        workers = len(runner.clients.ready + runner.clients.running + runner.clients.spawning) \
+            if isinstance(runner, MasterRunner) else 1
+        opts.tokspeed_workers = max(workers, 1)
+        if self.schedule is not None:
+            opts.tokspeed_start_epoch_ns = time.time_ns() + round(SCHEDULE_LEAD_S * 1e9)
 
     def on_failure(self, environment: Environment, msg: Any, **_: Any) -> None:
         data = msg.data or {}
@@ -336,7 +355,8 @@ class MasterSide:
 
             ran_s = None if self.started_ns is None else (perf_counter_ns() - self.started_ns) / 1e9
             result = finish_run(self.merger, self.options, ran_s, self.failures,
-                                None if self.stages is None else self.stages.windows)
+                                None if self.stages is None else self.stages.windows,
+                                None if self.schedule is None else self.schedule.timeline)
             if result.status == "failed":
                 self.environment.process_exit_code = 1
             log.info("tokspeed: %d records written to %s", self.merger.received, self.merger.writer.directory)

@@ -36,7 +36,8 @@ class TokspeedStages(LoadTestShape):
         assert runner is not None, "Locust sets the runner before the first tick"
         master: MasterSide | None = getattr(runner.environment, _MASTER, None)
         if master is None or master.stages is None:
-            raise SystemExit("tokspeed.distributed.locustfile_stages needs --tokspeed-stages or --tokspeed-ramp")
+            raise SystemExit("tokspeed.distributed.locustfile_stages needs concurrency stages (--tokspeed-stages or "
+                             "--tokspeed-ramp with concurrency=N); rate stages run on tokspeed.distributed.locustfile")
         k = master.stages.at(self.get_run_time())
         if k is None:
             return None

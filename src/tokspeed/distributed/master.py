@@ -3,9 +3,13 @@
 How Locust's load maps onto tokspeed's profiles (docs/scaling.md, "Distributed load with Locust"):
 - U users, no rate: profile `concurrency` U, a closed loop: each user sends its next request
   as soon as the previous one ended, exactly like `tokspeed run --concurrency U`.
-- U users and `--rate R`: profile `rate` R with constant arrivals and at most U in flight: each
-  user starts a request every U/R s on a fixed schedule; a user whose response takes longer
-  than U/R s falls behind (lateness grows) instead of skipping, so add users when lateness does.
+- U users and `--rate R`: profile `rate` R with constant (or `--arrival poisson`) arrivals and at
+  most U in flight: one run-wide schedule, split over the workers (`distributed.arrivals`); when
+  all of a worker's users are busy its next arrival waits (lateness grows) instead of being
+  skipped, so add users when lateness does.
+- rate stages (`--stages 'warm:rate=5:30s,peak:rate=10:30s'`, `--ramp rate=1..20:60s`): profile
+  `stages` (open loop) as `tokspeed run --stages` draws it, at most U in flight, each request
+  labelled with the stage it was scheduled in and each stage summarised on its own.
 - concurrency stages (`--stages`, a stepped `--ramp`): profile `stages` (closed loop) with each
   stage's width, and a summary per stage (`benchmarks[0].stages`) as `tokspeed run` writes.
 Users ramp up at Locust's spawn rate; requests started during the first `warmup_s` seconds
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from tokspeed.backends.credentials import redact_url
 from tokspeed.distributed.merge import RecordMerger
 from tokspeed.distributed.options import LocustOptions
+from tokspeed.load.plan import LoadPlan
 from tokspeed.results import RunResult, RunStatus, now_iso
 
 if TYPE_CHECKING:
@@ -41,20 +46,20 @@ def stage_timeline(windows: Sequence[Window]) -> Timeline:
     return Timeline("stages", np.zeros(0, dtype=np.int64), windows)
 
 
-def profile_for(options: LocustOptions, users: int, windows: Sequence[Window] | None = None
-                ) -> tuple[str, dict[str, Any]]:
-    """The benchmark's name and profile for `users` Locust users under `options` (or its stages)."""
+def profile_for(options: LocustOptions, users: int, windows: Sequence[Window] | None = None,
+                timeline: Timeline | None = None) -> tuple[str, dict[str, Any]]:
+    """The benchmark's name and profile for `users` Locust users under `options`: concurrency
+    `windows`, a rate-stage `timeline` (its arrivals), a rate, or a closed loop of `users`."""
     if windows:
-        timeline = stage_timeline(windows)
-        return f"{timeline.label_text()} (locust)", timeline.describe()
+        closed = stage_timeline(windows)
+        return f"{closed.label_text()} (locust)", closed.describe()
+    if timeline is not None:
+        profile = {**timeline.describe(), "arrival": options.arrival, "max_concurrency": users}
+        return f"{timeline.label_text()} {options.arrival}, max {users} in flight (locust)", profile
     if options.rate > 0:
-        profile: dict[str, Any] = {"kind": "rate", "rate": options.rate, "arrival": "constant",
-                                   "max_concurrency": users}
-        name = f"rate {options.rate:g}/s constant, max {users} in flight (locust)"
-    else:
-        profile = {"kind": "concurrency", "concurrency": users}
-        name = f"concurrency {users} (locust)"
-    return name, profile
+        plan = LoadPlan(kind="rate", workers=users, rate=options.rate, arrival=options.arrival)
+        return f"{plan.label()} (locust)", plan.describe()
+    return f"concurrency {users} (locust)", {"kind": "concurrency", "concurrency": users}
 
 
 def open_merger(options: LocustOptions, host: str | None, facts: dict[str, Any]) -> RecordMerger | None:
@@ -77,18 +82,19 @@ def finish_run(
     ran_s: float | None = None,
     failures: Sequence[str] = (),
     windows: Sequence[Window] | None = None,
+    timeline: Timeline | None = None,
 ) -> RunResult:
     """Summarise what arrived and write run.json (again, if late batches came in).
 
     `ran_s`, how long the test ran: a run that ended more than a second before its run time
     (a signal, the last worker gone) is "interrupted", else "complete" — and complete when the
     `--requests` count arrived. `failures`: workers that could not start, and why (with no
-    measured record the run failed, for those reasons). `windows`: concurrency stages, each
-    summarised on its own.
+    measured record the run failed, for those reasons). `windows`: concurrency stages, and
+    `timeline`: rate stages' arrivals, each stage summarised on its own.
     """
     facts = merger.facts
     users = int(facts.get("users") or options.users or 0)
-    name, profile = profile_for(options, users, windows)
+    name, profile = profile_for(options, users, windows, timeline)
     profile["distributed"] = {"engine": "locust", "locust_version": facts.get("locust_version"), "clocks": CLOCKS}
     if facts.get("warmup_s") is not None:
         profile["warmup_s"] = float(facts["warmup_s"])
@@ -101,16 +107,20 @@ def finish_run(
     reached = options.requests > 0 and merger.measured >= options.requests
     cut = run_time and ran_s is not None and ran_s < run_time - 1.0
     status: RunStatus = "interrupted" if cut and not reached else "complete"
-    return merger.finish(name, profile, status, failures, stage_timeline(windows) if windows else None)
+    return merger.finish(name, profile, status, failures, stage_timeline(windows) if windows else timeline)
 
 
 def _config(options: LocustOptions, host: str | None, facts: dict[str, Any]) -> dict[str, Any]:
+    from tokspeed.distributed.arrivals import rate_stage_items
+
     users = int(facts.get("users") or options.users or 0)
+    paced = options.rate > 0 or rate_stage_items(options.stages, options.ramp) is not None
     return {
         "target": redact_url(host) if host else None,
-        "profile": "rate" if options.rate > 0 else "concurrency",
+        "profile": "rate" if paced else "concurrency",
         "concurrency": users,
         "rate": options.rate or None,
+        "arrival": options.arrival if paced else None,
         "api": options.api,
         "model": options.model,
         "dataset": options.dataset,

@@ -35,6 +35,7 @@ class LocustOptions:
     output_tokens: str = DEFAULT_OUTPUT_TOKENS
     seed: int = 0
     rate: float = 0.0  # requests per second over all users; 0: closed loop (each user back to back)
+    arrival: str = "constant"  # the arrivals of --rate and rate stages: constant or poisson
     timeout_s: float = DEFAULT_TIMEOUT_S
     include_usage: bool = True
     users: int = 0  # the master's user count, so each worker can pace its users for `rate`
@@ -42,7 +43,9 @@ class LocustOptions:
     requests: int = 0  # measured requests over all workers (0: no limit)
     workers: int = 0  # set by the master at the start: how many workers share `requests`
     stages: str | None = None  # concurrency stages (the staged locustfile's LoadTestShape)
-    ramp: str | None = None  # a stepped concurrency ramp, the same way
+    ramp: str | None = None  # a stepped concurrency ramp, the same way (or a rate ramp)
+    start_epoch_ns: int = 0  # set by the master at the start: when the arrival schedule starts (Unix-epoch ns)
+    duration_s: float = 0.0  # set by the master: how long the arrival schedule runs (its run time)
 
     # Locust's argument names: dest -> (flag, help)
     @staticmethod
@@ -57,15 +60,18 @@ class LocustOptions:
             "tokspeed_input_tokens": ("--tokspeed-input-tokens", d.input_tokens, f"synthetic prompt length spec (default {SYNTHETIC_INPUT_TOKENS})"),
             "tokspeed_output_tokens": ("--tokspeed-output-tokens", d.output_tokens, "max_tokens spec per request"),
             "tokspeed_seed": ("--tokspeed-seed", d.seed, "seed of the prompts"),
-            "tokspeed_rate": ("--tokspeed-rate", d.rate, "requests/s over all users (0: closed loop)"),
+            "tokspeed_rate": ("--tokspeed-rate", d.rate, "requests/s over all users (0: closed loop); the users cap the requests in flight"),
+            "tokspeed_arrival": ("--tokspeed-arrival", d.arrival, "arrivals of --tokspeed-rate and rate stages: constant or poisson"),
             "tokspeed_timeout": ("--tokspeed-timeout", d.timeout_s, "per-request timeout, seconds"),
             "tokspeed_no_usage": ("--tokspeed-no-usage", not d.include_usage, "do not ask for stream_options.include_usage"),
-            "tokspeed_users": ("--tokspeed-users", d.users, "set by the master: its --users, for pacing --tokspeed-rate"),
+            "tokspeed_users": ("--tokspeed-users", d.users, "set by the master: its --users"),
             "tokspeed_warmup_s": ("--tokspeed-warmup-s", d.warmup_s, "seconds from the start whose requests are warm-up, not measured (default: users/spawn-rate, the ramp; 0 with stages)"),
             "tokspeed_requests": ("--tokspeed-requests", d.requests, "stop after this many measured requests over all workers (0: no limit)"),
-            "tokspeed_workers": ("--tokspeed-workers", d.workers, "set by the master: workers sharing --tokspeed-requests"),
-            "tokspeed_stages": ("--tokspeed-stages", d.stages, "concurrency stages, e.g. 'warm:concurrency=4:10s,peak:concurrency=16:20s' (locustfile tokspeed/distributed/locustfile_stages.py)"),
-            "tokspeed_ramp": ("--tokspeed-ramp", d.ramp, "stepped concurrency ramp, e.g. concurrency=1..16:40s:steps=4 (locustfile tokspeed/distributed/locustfile_stages.py)"),
+            "tokspeed_workers": ("--tokspeed-workers", d.workers, "set by the master: workers sharing --tokspeed-requests and the arrivals"),
+            "tokspeed_stages": ("--tokspeed-stages", d.stages, "rate stages, e.g. 'warm:rate=5:30s,peak:rate=10:30s' (--run-time their total), or concurrency stages, e.g. 'warm:concurrency=4:10s,peak:concurrency=16:20s' (locustfile tokspeed/distributed/locustfile_stages.py)"),
+            "tokspeed_ramp": ("--tokspeed-ramp", d.ramp, "a rate ramp, e.g. rate=1..20:60s, or a stepped concurrency ramp, e.g. concurrency=1..16:40s:steps=4 (locustfile tokspeed/distributed/locustfile_stages.py)"),
+            "tokspeed_start_epoch_ns": ("--tokspeed-start-epoch-ns", d.start_epoch_ns, "set by the master: when the arrival schedule starts (Unix-epoch ns)"),
+            "tokspeed_duration_s": ("--tokspeed-duration-s", d.duration_s, "set by the master: how long the arrival schedule runs"),
         }
 
     @classmethod
@@ -87,6 +93,7 @@ class LocustOptions:
             output_tokens=str(get("tokspeed_output_tokens", d.output_tokens)),
             seed=int(get("tokspeed_seed", d.seed)),
             rate=float(get("tokspeed_rate", d.rate)),
+            arrival=str(get("tokspeed_arrival", d.arrival)),
             timeout_s=float(get("tokspeed_timeout", d.timeout_s)),
             include_usage=not _flag(get("tokspeed_no_usage", not d.include_usage)),
             users=int(get("tokspeed_users", d.users)),
@@ -95,6 +102,8 @@ class LocustOptions:
             workers=int(get("tokspeed_workers", d.workers)),
             stages=get("tokspeed_stages", d.stages),
             ramp=get("tokspeed_ramp", d.ramp),
+            start_epoch_ns=int(get("tokspeed_start_epoch_ns", d.start_epoch_ns)),
+            duration_s=float(get("tokspeed_duration_s", d.duration_s)),
         )
 
     def locust_args(self) -> list[str]:
@@ -102,10 +111,11 @@ class LocustOptions:
         values = {
             "tokspeed_out": self.out, "tokspeed_overwrite": self.overwrite, "tokspeed_api": self.api,
             "tokspeed_model": self.model, "tokspeed_dataset": self.dataset, "tokspeed_input_tokens": self.input_tokens,
-            "tokspeed_output_tokens": self.output_tokens, "tokspeed_seed": self.seed, "tokspeed_rate": self.rate,
+            "tokspeed_output_tokens": self.output_tokens, "tokspeed_seed": self.seed, "tokspeed_rate": self.rate, "tokspeed_arrival": self.arrival,
             "tokspeed_timeout": self.timeout_s, "tokspeed_no_usage": not self.include_usage,
             "tokspeed_users": self.users, "tokspeed_warmup_s": self.warmup_s, "tokspeed_requests": self.requests,
             "tokspeed_workers": self.workers, "tokspeed_stages": self.stages, "tokspeed_ramp": self.ramp,
+            "tokspeed_start_epoch_ns": self.start_epoch_ns, "tokspeed_duration_s": self.duration_s,
         }
         out: list[str] = []
         for dest, (flag, default, _) in self.arguments().items():
@@ -126,12 +136,6 @@ class LocustOptions:
         input_tokens = self.input_tokens or (SYNTHETIC_INPUT_TOKENS if synthetic else None)
         return load_workload(self.dataset, api=self.api, input_tokens=input_tokens,
                              output_tokens=self.output_tokens, seed=self.seed)
-
-    def pacing_interval_s(self) -> float | None:
-        """Seconds between one user's request starts: `rate` spread over `users` (None: closed loop)."""
-        if self.rate <= 0:
-            return None
-        return max(self.users, 1) / self.rate
 
 
 def api_key() -> str | None:

@@ -15,8 +15,10 @@ Pure rules, no Locust here (the locustfiles apply them):
   finished, none cut), or at `--duration`, which still caps the run.
 - Stages. `--stages 'warm:concurrency=4:10s,peak:concurrency=16:20s'` (or a stepped
   `--ramp concurrency=1..16:40s:steps=4`) becomes a Locust LoadTestShape: stage k holds its
-  width in users for its duration, users changing at the master's spawn rate. Only
-  concurrency stages exist here (Locust users are a closed loop); rate stages are refused.
+  width in users for its duration, users changing at the master's spawn rate. Rate stages
+  (`--stages 'warm:rate=5:30s,peak:rate=10:30s'`, `--ramp rate=1..20:60s`) need no shape: they
+  are an arrival schedule (`distributed.arrivals`) that the users, a fixed cap on requests in
+  flight, follow.
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from tokspeed.load.stages import (
 )
 from tokspeed.load.timeline import Window
 
-LOCUST_STAGE_HINT = ("Locust users are concurrency: use e.g. --stages 'warm:concurrency=4:10s,peak:concurrency=16:20s' "
-                     "or --ramp concurrency=1..16:40s:steps=4")
+LOCUST_STAGE_HINT = ("use e.g. --stages 'warm:rate=5:30s,peak:rate=10:30s' (the users cap the requests in flight), "
+                     "--stages 'warm:concurrency=4:10s,peak:concurrency=16:20s' or --ramp concurrency=1..16:40s:steps=4")
 
 
 def default_warmup_s(users: int, spawn_rate: float | None, staged: bool) -> float:
@@ -82,23 +84,28 @@ class WarmupClock:
         return scheduled_ns < self.until_ns
 
 
-def locust_stages(stages: str | None, ramp: str | None) -> list[Window]:
-    """The concurrency windows of `--stages` or `--ramp` (ConfigError for rate stages, both, or a bad spec)."""
+def stage_configs(stages: str | None, ramp: str | None) -> tuple[list[StageConfig], int] | None:
+    """The stages of `--stages` or `--ramp` and the report windows per stage (None without; ConfigError when bad)."""
     if stages and ramp:
         raise ConfigError("--stages and --ramp cannot be combined: pick one", hint=LOCUST_STAGE_HINT)
     if ramp:
-        items, _ = parse_ramp(ramp)
+        items, windows = parse_ramp(ramp)
     elif stages:
-        items = stages_value(stages)
+        items, windows = stages_value(stages), 1
     else:
-        return []
+        return None
     try:
-        configs = [StageConfig(**item) for item in items]
+        return [StageConfig(**item) for item in items], windows
     except ValueError as exc:
         raise ConfigError(f"stages: {exc}", hint=STAGE_HINT) from None
-    if not closed_loop(configs):
-        raise ConfigError("Locust stages must give concurrency=N (users), not rate=R", hint=LOCUST_STAGE_HINT)
-    return closed_windows(configs)
+
+
+def locust_stages(stages: str | None, ramp: str | None) -> list[Window]:
+    """The concurrency windows of `--stages` or `--ramp` ([] without, or for rate stages; ConfigError when bad)."""
+    parsed = stage_configs(stages, ramp)
+    if parsed is None or not closed_loop(parsed[0]):  # closed_loop refuses a mix of rate and concurrency
+        return []
+    return closed_windows(parsed[0])
 
 
 @dataclass(frozen=True)
