@@ -48,7 +48,7 @@ def compare(
     html: Annotated[Optional[str], typer.Option("--html", metavar="FILE", help="Write a self-contained HTML comparison with overlaid CDFs. [default: none]")] = None,
     min_effect: Annotated[str, typer.Option("--min-effect", metavar="PCT", help="Significant changes smaller than this are called negligible.")] = "1%",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap resampling.")] = 0,
-    noise_ms: Annotated[float, typer.Option("--single-run-noise-ms", metavar="MS", min=0, help="Between single runs, latency changes smaller than this are inconclusive (also smaller than 3% at p50, 10% at p99 — a factor of 3 when either run saturated its host's CPU — or the runs' client lag). Lower it on an idle, dedicated client; --iterations measures the noise instead.")] = 20.0,
+    noise_ms: Annotated[float, typer.Option("--single-run-noise-ms", metavar="MS", min=0, help="Between single runs, latency changes smaller than this are inconclusive (also smaller than 3% at p50, 10% at p99 — at least 25% and 50 ms when either run saturated its host's CPU — or the runs' client lag). Lower it on an idle, dedicated client; --iterations measures the noise instead.")] = 20.0,
     percentiles: Annotated[Optional[str], typer.Option("--percentiles", help="Latency percentiles to compare, e.g. 50,90,99,99.9: TTFT, ITL, TPOT and E2E at each (a run saved without one has it computed from its requests). [default: p50 and p99 of TTFT, ITL, E2E, p50 of TPOT]")] = None,
     resamples: Annotated[int, typer.Option("--resamples", help="Bootstrap resamples per run and metric (the smallest p-value is 2/(N + 1)).", min=500)] = 2000,
 ) -> int:

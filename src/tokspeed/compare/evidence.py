@@ -324,28 +324,29 @@ def _single_run_noise(m: Metric, b: Benchmark, o: Benchmark, base_v: float | Non
     """What a latency row's change must exceed between single runs: a relative floor, an
     absolute one (ms), and the words for them.
 
-    Relative: the documented floor for the quantile, or `saturated_host_noise` when either run's
-    host was saturated (mean host CPU ≥ `SATURATED_HOST_CPU_PCT`: the machine's own contention
-    then varies from run to run, which no test inside a run sees). Absolute: the larger of the
-    documented `single_run_noise_ms` and the two runs' own client lag (the sum of their p99
-    lateness): a run's latencies can carry up to its client's delay, which varies from run to run.
+    Relative: the documented floor for the quantile. Absolute: the larger of the documented
+    `single_run_noise_ms` and the two runs' own client lag (the sum of their p99 lateness): a run's
+    latencies can carry up to its client's delay, which varies from run to run. When either run's
+    host was saturated (mean host CPU ≥ `SATURATED_HOST_CPU_PCT`), at least `saturated_host_noise`
+    and `saturated_host_noise_ms`: the machine's own contention then varies from run to run, which
+    no test inside a run sees.
     """
     floor = cfg.noise_floor(m)
     if floor is None:
         return None, None, None
-    relative = f"{floor:.0%} at p{m.quantile:g}"
-    busy = [cpu for cpu in (_host_cpu(b), _host_cpu(o)) if cpu is not None and cpu >= SATURATED_HOST_CPU_PCT]
-    if busy and cfg.saturated_host_noise > floor:
-        floor = cfg.saturated_host_noise
-        relative = (f"a factor of {1 + floor:g}: the host was saturated (mean host CPU "
-                    f"{' and '.join(f'{cpu:.0f}%' for cpu in busy)})")
     lags = [s.lateness_ms.p99 for s in (b.summary, o.summary) if s.lateness_ms.p99 is not None]
     lag = sum(lags)
     if lag > cfg.single_run_noise_ms:
         absolute, why = lag, f"the two runs' client lag, p99 lateness {' + '.join(f'{v:.3g}' for v in lags)} ms"
     else:
         absolute, why = cfg.single_run_noise_ms, f"{cfg.single_run_noise_ms:g} ms"
-    return floor, absolute, f"{relative} or {why}"
+    words = f"{floor:.0%} at p{m.quantile:g} or {why}"
+    busy = [cpu for cpu in (_host_cpu(b), _host_cpu(o)) if cpu is not None and cpu >= SATURATED_HOST_CPU_PCT]
+    if busy:
+        floor, absolute = max(floor, cfg.saturated_host_noise), max(absolute, cfg.saturated_host_noise_ms)
+        words = (f"{floor:.0%} or {absolute:g} ms: the host was saturated (mean host CPU "
+                 f"{' and '.join(f'{cpu:.0f}%' for cpu in busy)})")
+    return floor, absolute, words
 
 
 def _host_cpu(bench: Benchmark) -> float | None:
