@@ -156,7 +156,8 @@ def test_a_server_that_requires_a_client_certificate(mtls_sim: tuple[str, Path],
     assert "PRIVATE KEY" not in (tmp_path / "ok" / "run.json").read_text()
     # without it the server refuses the handshake: the run does not start, and says so without a traceback
     p = run_cli(*run_args(url, tmp_path / "no", "--ca-cert", str(ca)))
-    assert p.returncode in (1, 2) and "Traceback" not in p.stderr and p.stderr.startswith("Error: "), p.stderr
+    assert p.returncode == 1 and "Traceback" not in p.stderr and p.stderr.startswith("Error: "), p.stderr
+    assert "--client-cert" in p.stderr  # the hint names the fix
 
 
 @pytest.mark.parametrize("flags, words", [

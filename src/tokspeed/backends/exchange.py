@@ -223,6 +223,10 @@ def cannot_reach(url: str, exc: BaseException, hint: str) -> TargetError:
     import aiohttp
 
     kind = UnreachableTarget if isinstance(exc, aiohttp.ClientConnectorError) else TargetError
+    if url.startswith("https://") and isinstance(exc, aiohttp.ServerDisconnectedError):
+        # TLS 1.3: a server that requires a client certificate closes the connection after the handshake
+        hint = ("the server closed the connection after the TLS handshake: if it requires a client certificate "
+                "(mutual TLS), pass --client-cert FILE (and --client-key FILE)")
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):  # it answered: the trust is what is missing
         hint = ("the server's TLS certificate is not trusted: pass --ca-cert FILE (or point SSL_CERT_FILE at) the CA "
                 "that signed it, or --insecure to skip the check")

@@ -7,7 +7,7 @@ them can reach the other can too:
 
 - TLS: one `ssl.SSLContext` (`ssl_context()`) for both. By default the system's trust store
   (OpenSSL's, so `SSL_CERT_FILE` / `SSL_CERT_DIR` apply); `--ca-cert FILE` trusts the CAs in
-  FILE instead (as curl's `--cacert`); `--insecure` checks neither the certificate nor the
+  FILE instead (as curl does); `--insecure` checks neither the certificate nor the
   host name; `--client-cert FILE [--client-key FILE]` answers a server that asks for one.
   A file that cannot be read or is not PEM is a `ConfigError` naming the flag (exit 2).
 - Proxies: the load's client connects to the target directly and cannot use a proxy, so a

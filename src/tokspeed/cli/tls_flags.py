@@ -22,7 +22,7 @@ def _opt(*names: str, help: str, **kw: Any) -> Any:
     return typer.Option(*names, help=help, rich_help_panel=TLS, **kw)
 
 
-CaCert = Annotated[Optional[str], _opt("--ca-cert", help="PEM file of the CA(s) that signed the server's certificate, trusted instead of the system's (as curl's --cacert), for the load, the probe and /metrics alike. [default: the system's trust store; SSL_CERT_FILE applies]", metavar="FILE", envvar="TOKSPEED_CA_CERT", show_envvar=True)]
+CaCert = Annotated[Optional[str], _opt("--ca-cert", help="PEM file of the CA(s) that signed the server's certificate, trusted instead of the system's, for the load, the probe and /metrics alike. [default: the system's trust store; SSL_CERT_FILE applies]", metavar="FILE", envvar="TOKSPEED_CA_CERT", show_envvar=True)]
 Insecure = Annotated[bool, _opt("--insecure", help="Do not check the server's certificate or host name (a self-signed test server). The traffic is still encrypted, but anyone on the path can read it.")]
 ClientCert = Annotated[Optional[str], _opt("--client-cert", help="PEM client certificate, for a server that asks for one (mutual TLS); may hold the key too. [default: none]", metavar="FILE")]
 ClientKey = Annotated[Optional[str], _opt("--client-key", help="PEM private key of --client-cert, when not in the same file (unencrypted). [default: none]", metavar="FILE")]

@@ -107,6 +107,7 @@ async def run_probe(
     headers = {"Content-Type": "application/json", **target.headers}
     if target.api_key:
         headers["Authorization"] = f"Bearer {target.api_key}"
+    redact = target_redactor(target)  # servers echo what they were sent; made before the URL loses its password
     url, headers = with_url_auth(target.url, headers)  # user:password@ as a Basic header, as the speed run sends it
     target = replace(target, url=url)
     refuse_proxy(url)  # ConfigError: a proxy the environment names would not be used
@@ -118,7 +119,7 @@ async def run_probe(
 
         async def one(item: ProbeItem) -> ItemResult:
             async with gate:
-                result = await _ask(session, target, model, item, settings)
+                result = await _ask(session, target, model, item, settings, redact)
             sink(result)
             return result
 
@@ -149,13 +150,13 @@ async def discover_model(session: Any, url: str) -> str | None:
     return None
 
 
-async def _ask(session: Any, target: ProbeTarget, model: str | None, item: ProbeItem, settings: ProbeSettings) -> ItemResult:
+async def _ask(session: Any, target: ProbeTarget, model: str | None, item: ProbeItem, settings: ProbeSettings,
+               redact: Redactor) -> ItemResult:
     import aiohttp
 
     path = "/completions" if target.api == "completions" else "/chat/completions"
     body = orjson.dumps(request_body(item, model, target.api, settings))
     base = ItemResult(target=target.label, id=item.id, category=item.category, lang=item.lang, correct=False)
-    redact = target_redactor(target)  # servers echo what they were sent
     sent = time.perf_counter()
     try:
         async with session.post(target.url.rstrip("/") + path, data=body, **NO_REDIRECTS) as resp:
