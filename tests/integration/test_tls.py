@@ -10,6 +10,7 @@ One `HttpPolicy` (backends/http_policy.py) builds the one TLS context both clien
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import ssl
 import subprocess
@@ -126,9 +127,11 @@ def assert_streamed(out: Path) -> None:
     assert len(recs) == 6 and all(r["status"] == "ok" and len(r["chunk_offsets_ns"]) == 8 for r in recs)
 
 
-def test_ca_cert_flag_trusts_the_ca_for_the_probe_and_the_load(tls_sim: tuple[str, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", ["1", "2"])  # 2: the client processes rebuild the policy from the config
+def test_ca_cert_flag_trusts_the_ca_for_the_probe_and_the_load(tls_sim: tuple[str, Path], tmp_path: Path,
+                                                               workers: str) -> None:
     url, ca = tls_sim
-    p = run_cli(*run_args(url, tmp_path / "r", "--ca-cert", str(ca)))
+    p = run_cli(*run_args(url, tmp_path / "r", "--ca-cert", str(ca), "--workers", workers))
     assert p.returncode == 0, p.stderr
     assert_streamed(tmp_path / "r")
     config = load_json(tmp_path / "r" / "run.json")["config"]
@@ -158,6 +161,18 @@ def test_a_server_that_requires_a_client_certificate(mtls_sim: tuple[str, Path],
     p = run_cli(*run_args(url, tmp_path / "no", "--ca-cert", str(ca)))
     assert p.returncode == 1 and "Traceback" not in p.stderr and p.stderr.startswith("Error: "), p.stderr
     assert "--client-cert" in p.stderr  # the hint names the fix
+
+
+def test_quality_and_monitor_take_the_same_tls_flags(tls_sim: tuple[str, Path], tmp_path: Path) -> None:
+    url, ca = tls_sim
+    p = run_cli("quality", "--target", url, "--out", str(tmp_path / "q"), "--limit", "2", "--ca-cert", str(ca))
+    assert p.returncode == 0 and "over 2 items" in p.stdout, p.stderr
+    assert all(r["error"] is None for r in map(json.loads, (tmp_path / "q" / "quality.jsonl").read_text().splitlines()))
+    p = run_cli("quality", "--target", url, "--out", str(tmp_path / "q2"), "--limit", "2")
+    assert p.returncode == 2 and "--ca-cert" in p.stderr, p.stderr
+    p = run_cli("monitor", "--target", url, "--duration", "2s", "--probe-rate", "5", "--interval", "1s",
+                "--no-prometheus", "--no-gpu", "--insecure")
+    assert p.returncode == 0 and " 0 failed" in p.stderr and "target up" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("flags, words", [

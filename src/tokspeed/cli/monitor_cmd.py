@@ -127,6 +127,9 @@ def _settings(opts: dict[str, Any], rules: list[Any]) -> Any:
 
     if not opts["target"]:
         raise ConfigError("tokspeed monitor needs --target", hint="e.g. --target http://127.0.0.1:8000/v1")
+    from tokspeed.backends.http_policy import refuse_proxy
+
+    refuse_proxy(opts["target"])  # before the first probe: it would not go through the proxy either
     if opts["arrival"] not in ("constant", "poisson"):
         raise ConfigError(f"--arrival {opts['arrival']!r}", hint="use constant or poisson")
     if opts["api"] not in ("chat", "completions"):

@@ -141,7 +141,9 @@ async def discover_model(session: Any, url: str) -> str | None:
                 return None
             data = orjson.loads(await resp.read())
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-        raise TargetError(f"cannot reach {url}: {exc or type(exc).__name__}", hint="is the server running? check --target") from exc
+        from tokspeed.backends.exchange import cannot_reach
+
+        raise cannot_reach(url, exc, "is the server running? check --target") from exc  # a TLS failure: its own hint
     except orjson.JSONDecodeError:
         return None
     models = data.get("data") if isinstance(data, dict) else None
