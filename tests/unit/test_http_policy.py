@@ -135,6 +135,8 @@ def test_a_proxy_that_applies_is_refused_in_one_line_without_its_password() -> N
     assert "HTTPS_PROXY" in str(err.value) and "gpu1" in str(err.value) and "s3cret" not in str(err.value)
     assert "\n" not in str(err.value) and err.value.hint is not None and "NO_PROXY=gpu1" in err.value.hint
     assert err.value.exit_code == 2
+    with pytest.raises(ConfigError, match="connects to --server-metrics directly"):
+        refuse_proxy("http://gpu1:9000/metrics", {"HTTP_PROXY": "http://proxy:3128"}, what="--server-metrics")
 
 
 # redirects -----------------------------------------------------------------------------------

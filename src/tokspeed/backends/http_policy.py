@@ -152,16 +152,16 @@ def proxy_for(url: str, environ: Mapping[str, str]) -> tuple[str, str] | None:
     return None
 
 
-def refuse_proxy(url: str, environ: Mapping[str, str] | None = None) -> None:
-    """ConfigError when a proxy variable applies to `url`: tokspeed would not use it, and says so."""
+def refuse_proxy(url: str, environ: Mapping[str, str] | None = None, what: str = "the target") -> None:
+    """ConfigError when a proxy variable applies to `url` (`what` it is): tokspeed would not use it, and says so."""
     found = proxy_for(url, os.environ if environ is None else environ)
     if found is None:
         return
     name, value = found
     host = urlsplit(url).hostname or ""
     raise ConfigError(
-        f"{name}={redact_url(value)} applies to {host}, but tokspeed connects to the target directly "
-        "(its HTTP client does not use proxies)",
+        f"{name}={redact_url(value)} applies to {host}, but tokspeed connects to {what} directly "
+        "(its HTTP clients do not use proxies)",
         hint=f"to measure the server without the proxy, add it to NO_PROXY (NO_PROXY={host}); or unset {name}",
     )
 

@@ -135,6 +135,8 @@ def _settings(opts: dict[str, Any], rules: list[Any]) -> Any:
     if opts["api"] not in ("chat", "completions"):
         raise ConfigError(f"--api {opts['api']!r}", hint="use chat or completions")
     server_metrics = _server_metrics(opts["server_metrics"], opts["probe_rate"])
+    if server_metrics and server_metrics.startswith(("http://", "https://")):
+        refuse_proxy(server_metrics, what="--server-metrics")
     interval_s, window_s = parse_duration(opts["interval"]), parse_duration(opts["window"])
     if interval_s <= 0 or window_s < interval_s:
         raise ConfigError("--window must be at least --interval, and --interval above 0", hint="e.g. --interval 15s --window 5m")

@@ -267,7 +267,7 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         raise ConfigError("--offline measures one load point, not a sweep or a capacity search",
                           hint="drop --offline, or run one point with tokspeed run")
     check_workers(cfg, targets)
-    _refuse_proxies(targets if target else [cfg.target])
+    _refuse_proxies(targets if target else [cfg.target], cfg.server_metrics)
     if quality:
         from tokspeed.cli.quality_cmd import check_run_target
 
@@ -442,13 +442,16 @@ def _profile(synchronous: bool, concurrency: int | None, rate: float | None, cap
     return None
 
 
-def _refuse_proxies(targets: list[str | None]) -> None:
-    """ConfigError (before the results directory exists) when a proxy variable applies to an HTTP target."""
+def _refuse_proxies(targets: list[str | None], server_metrics: str | None) -> None:
+    """ConfigError (before the results directory exists) when a proxy variable applies to an HTTP target
+    or to the --server-metrics URL: tokspeed's clients would connect to them directly."""
     from tokspeed.backends.http_policy import refuse_proxy
 
     for url in targets:
         if url and url.startswith(("http://", "https://")):
             refuse_proxy(url)
+    if server_metrics and server_metrics.startswith(("http://", "https://")):
+        refuse_proxy(server_metrics, what="--server-metrics")
 
 
 def _normalise_target(url: str) -> str:
