@@ -10,10 +10,14 @@ One `HttpPolicy` (backends/http_policy.py) builds the one TLS context both clien
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
+import os
 import shutil
+import socket
 import ssl
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -173,6 +177,35 @@ def test_quality_and_monitor_take_the_same_tls_flags(tls_sim: tuple[str, Path], 
     p = run_cli("monitor", "--target", url, "--duration", "2s", "--probe-rate", "5", "--interval", "1s",
                 "--no-prometheus", "--no-gpu", "--insecure")
     assert p.returncode == 0 and " 0 failed" in p.stderr and "target up" in p.stderr, p.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("locust") is None, reason="needs tokspeed[locust]")
+def test_a_locust_fleet_takes_the_same_tls_flags(tls_sim: tuple[str, Path], tmp_path: Path) -> None:
+    """The master ships --ca-cert to its worker; the worker's blocking client trusts the CA with it."""
+    url, ca = tls_sim
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    command = [sys.executable, "-m", "tokspeed", "locust"]
+    master = subprocess.Popen([*command, "master", "--target", url, "--out", str(tmp_path / "fleet"), "--users", "2",
+                               "--spawn-rate", "100", "--duration", "3s", "--bind", "127.0.0.1", "--port", port,
+                               "--output-tokens", "8", "--ca-cert", str(ca)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    worker = subprocess.Popen([*command, "worker", "--master", "127.0.0.1", "--port", port],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        m_out, _ = master.communicate(timeout=90)
+        w_out, _ = worker.communicate(timeout=30)
+    finally:
+        for proc in (master, worker):
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)
+    assert master.returncode == 0 and worker.returncode == 0, m_out + w_out
+    recs = records(tmp_path / "fleet")
+    assert recs and all(r["status"] in ("ok", "incomplete") for r in recs), recs[:3]
+    assert sum(r["status"] == "ok" for r in recs) >= 4
 
 
 @pytest.mark.parametrize("flags, words", [

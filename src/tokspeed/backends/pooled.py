@@ -107,6 +107,11 @@ class PooledHTTPBackend(ABC, Generic[R]):
         self._pool: Pool | None = None  # the requests themselves
         self._head = b""  # the request line and headers (set once the route is known)
 
+    @property
+    def policy(self) -> HttpPolicy:
+        """The TLS policy of this backend's clients (the blocking Locust client uses it too)."""
+        return self._policy
+
     # lifecycle ------------------------------------------------------------
     async def start(self) -> TargetInfo:
         """Discover and probe the target, open connections; a TargetError's text never holds a secret."""

@@ -14,6 +14,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from tokspeed.cli import tls_flags as tf
 from tokspeed.distributed.options import LocustOptions
 from tokspeed.errors import ConfigError
 
@@ -101,14 +102,23 @@ def master(
     requests: Annotated[int, typer.Option("--requests", min=0, help="stop after N measured requests over all workers (each sends its share; --duration still caps the run; 0: no limit)")] = 0,
     stages: Annotated[str | None, typer.Option("--stages", help="concurrency stages instead of --users/--duration: 'warm:concurrency=4:10s,peak:concurrency=16:20s' [default: off]")] = None,
     ramp: Annotated[str | None, typer.Option("--ramp", help="a stepped concurrency ramp instead of --users/--duration: concurrency=1..16:40s:steps=4 [default: off]")] = None,
+    ca_cert: tf.CaCert = None,
+    insecure: tf.Insecure = False,
+    client_cert: tf.ClientCert = None,
+    client_key: tf.ClientKey = None,
 ) -> None:
     _require_locust()
+    from tokspeed.backends.http_policy import refuse_proxy
+
+    tf.policy(ca_cert=ca_cert, insecure=insecure, client_cert=client_cert, client_key=client_key)  # a bad file: exit 2 now
+    refuse_proxy(target)  # the workers' client connects directly
     _check_out(out, overwrite)
     load = _load_args(users, duration, stages, ramp, rate)
     options = LocustOptions(out=str(out), overwrite=overwrite, api=api, model=model, dataset=dataset,
                             input_tokens=input_tokens, output_tokens=output_tokens, seed=seed, rate=rate,
                             timeout_s=timeout, users=0 if load == [] else users, warmup_s=warmup_s,
-                            requests=requests, stages=stages, ramp=ramp)
+                            requests=requests, stages=stages, ramp=ramp, ca_cert=ca_cert, insecure=insecure,
+                            client_cert=client_cert, client_key=client_key)
     mode = ["--autostart", "--autoquit", "5"] if web else ["--headless", "--only-summary"]
     args = ["--master", *mode, "--host", target, *load, "--spawn-rate", f"{spawn_rate:g}",
             "--expect-workers", str(expect_workers), "--master-bind-host", bind,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from tokspeed.config import DEFAULT_OUTPUT_TOKENS, DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
+    from tokspeed.backends.http_policy import HttpPolicy
     from tokspeed.workload import Workload
 
 API_KEY_ENV = "OPENAI_API_KEY"
@@ -42,6 +43,10 @@ class LocustOptions:
     requests: int = 0  # measured requests over all workers (0: no limit)
     workers: int = 0  # set by the master at the start: how many workers share `requests`
     stages: str | None = None  # concurrency stages (the staged locustfile's LoadTestShape)
+    ca_cert: str | None = None  # TLS (backends/http_policy.py): paths on every worker host
+    insecure: bool = False
+    client_cert: str | None = None
+    client_key: str | None = None
     ramp: str | None = None  # a stepped concurrency ramp, the same way
 
     # Locust's argument names: dest -> (flag, help)
@@ -66,6 +71,10 @@ class LocustOptions:
             "tokspeed_workers": ("--tokspeed-workers", d.workers, "set by the master: workers sharing --tokspeed-requests"),
             "tokspeed_stages": ("--tokspeed-stages", d.stages, "concurrency stages, e.g. 'warm:concurrency=4:10s,peak:concurrency=16:20s' (locustfile tokspeed/distributed/locustfile_stages.py)"),
             "tokspeed_ramp": ("--tokspeed-ramp", d.ramp, "stepped concurrency ramp, e.g. concurrency=1..16:40s:steps=4 (locustfile tokspeed/distributed/locustfile_stages.py)"),
+            "tokspeed_ca_cert": ("--tokspeed-ca-cert", d.ca_cert, "https: PEM file of the CA(s) to trust instead of the system's (the same path on every worker)"),
+            "tokspeed_insecure": ("--tokspeed-insecure", d.insecure, "https: check neither the certificate nor the host name"),
+            "tokspeed_client_cert": ("--tokspeed-client-cert", d.client_cert, "https: PEM client certificate (mutual TLS; the same path on every worker)"),
+            "tokspeed_client_key": ("--tokspeed-client-key", d.client_key, "https: PEM key of --tokspeed-client-cert, when not in its file"),
         }
 
     @classmethod
@@ -95,6 +104,10 @@ class LocustOptions:
             workers=int(get("tokspeed_workers", d.workers)),
             stages=get("tokspeed_stages", d.stages),
             ramp=get("tokspeed_ramp", d.ramp),
+            ca_cert=get("tokspeed_ca_cert", d.ca_cert),
+            insecure=_flag(get("tokspeed_insecure", d.insecure)),
+            client_cert=get("tokspeed_client_cert", d.client_cert),
+            client_key=get("tokspeed_client_key", d.client_key),
         )
 
     def locust_args(self) -> list[str]:
@@ -106,6 +119,8 @@ class LocustOptions:
             "tokspeed_timeout": self.timeout_s, "tokspeed_no_usage": not self.include_usage,
             "tokspeed_users": self.users, "tokspeed_warmup_s": self.warmup_s, "tokspeed_requests": self.requests,
             "tokspeed_workers": self.workers, "tokspeed_stages": self.stages, "tokspeed_ramp": self.ramp,
+            "tokspeed_ca_cert": self.ca_cert, "tokspeed_insecure": self.insecure,
+            "tokspeed_client_cert": self.client_cert, "tokspeed_client_key": self.client_key,
         }
         out: list[str] = []
         for dest, (flag, default, _) in self.arguments().items():
@@ -117,6 +132,13 @@ class LocustOptions:
             else:
                 out += [flag, str(value)]
         return out
+
+    def policy(self) -> HttpPolicy:
+        """The TLS of this run's clients (the same policy `tokspeed run` builds from its flags)."""
+        from tokspeed.backends.http_policy import HttpPolicy
+
+        return HttpPolicy(ca_cert=self.ca_cert, insecure=self.insecure, client_cert=self.client_cert,
+                          client_key=self.client_key)
 
     def workload(self) -> Workload:
         """The workload every worker builds alike (request i is the same on every host)."""
