@@ -10,7 +10,7 @@ import math
 import re
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import (
@@ -29,6 +29,9 @@ from tokspeed.load.classes import ClassConfig
 from tokspeed.load.stages import StageConfig, stages_value
 from tokspeed.metrics.slo import FROM_SCHEDULE, SLO, parse_slo
 from tokspeed.units import parse_duration
+
+if TYPE_CHECKING:
+    from tokspeed.backends.http_policy import HttpPolicy
 
 DEFAULT_REQUESTS = 100
 DEFAULT_OUTPUT_TOKENS = "256"
@@ -163,6 +166,11 @@ class RunConfig(BaseModel):
         "(seeded choice; status cancelled, not an error)"
     )
     cancel_after_s: float | None = Field(None, gt=0, description="how long after sending a chosen request is aborted")
+    # TLS, for every client of the target (the load, discovery, the probe, /version, /metrics): paths only
+    ca_cert: str | None = Field(None, description="PEM file of the CAs to trust for https targets (instead of the system's)")
+    insecure: bool = Field(False, description="https without checking the server's certificate or host name")
+    client_cert: str | None = Field(None, description="PEM client certificate, for servers that ask for one")
+    client_key: str | None = Field(None, description="PEM private key of client_cert (when not in the same file)")
 
     # sampling
     temperature: float | None = Field(None, ge=0, allow_inf_nan=False, description="sampling temperature (sent only when given)")
@@ -372,6 +380,21 @@ class RunConfig(BaseModel):
         if problem:
             raise ValueError(problem)
         return v
+
+    @model_validator(mode="after")
+    def _usable_tls_files(self) -> RunConfig:
+        """A TLS file that cannot be read or used fails here, before anything is sent (ConfigError, exit 2)."""
+        policy = self.http_policy()
+        if policy != type(policy)():
+            policy.check()
+        return self
+
+    def http_policy(self) -> HttpPolicy:
+        """The one HTTP policy (TLS; proxies and redirects are fixed) of every client of the target."""
+        from tokspeed.backends.http_policy import HttpPolicy
+
+        return HttpPolicy(ca_cert=self.ca_cert, insecure=self.insecure, client_cert=self.client_cert,
+                          client_key=self.client_key)
 
     @field_validator("output_tokens", "input_tokens", mode="before")
     @classmethod

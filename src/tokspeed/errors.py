@@ -4,8 +4,10 @@
     ├── ConfigError            bad flags, scenario file or values      (CLI exit 2)
     ├── WorkloadError          a dataset that cannot be read or used   (CLI exit 2)
     ├── TargetError            the target cannot be reached or used    (CLI exit 1)
-    │   └── UnreachableTarget  nothing answers at its address at start (refused, no
-    │                          such host, TLS handshake): --target is wrong (CLI exit 2)
+    │   ├── UnreachableTarget  nothing answers at its address at start (refused, no
+    │   │                      such host, TLS handshake): --target is wrong (CLI exit 2)
+    │   └── TargetRedirected   discovery or the probe was answered with a redirect (3xx),
+    │                          which tokspeed never follows: --target is wrong (CLI exit 2)
     ├── BackendLost            the backend can no longer send (a client worker
     │   │                      process exited mid-run): the run stops  (CLI exit 1)
     │   └── TargetGone         the target refused every connection for a while after
@@ -44,6 +46,12 @@ class TargetError(TokspeedError):
 
 class UnreachableTarget(TargetError):
     """No connection to the target at start: nothing listens there, the host does not resolve, TLS fails."""
+
+    exit_code = 2
+
+
+class TargetRedirected(TargetError):
+    """A 3xx answer before the load: tokspeed measures the server it names, so it does not follow it."""
 
     exit_code = 2
 

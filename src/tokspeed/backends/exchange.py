@@ -34,6 +34,7 @@ from tokspeed.backends.http1 import (
     ConnectionLost,
     Pool,
 )
+from tokspeed.backends.http_policy import is_redirect, redirect_text
 from tokspeed.backends.redact import Redactor
 from tokspeed.backends.retry import reset_for_retry, retry_delay_s, retryable
 from tokspeed.errors import TargetError, TargetGone, UnreachableTarget
@@ -108,9 +109,14 @@ class Response(ABC):
             self.conn.detach(now)
 
     def fail_http(self) -> None:
-        """A 4xx/5xx answer: its status, and its error message (the JSON error's, on one line)."""
+        """A 3xx/4xx/5xx answer: its status, and its error message (the JSON error's, on one line; a
+        redirect's Location, which is never followed)."""
         record, status = self.record, self.status
+        assert status is not None
         record.http_status = status
+        if is_redirect(status):
+            fail(record, Status.ERROR, ErrorKind.HTTP, redirect_text(status, self.headers.get("location")))
+            return
         text = b"".join(self.parts).decode("utf-8", errors="replace")
         fail(record, Status.ERROR, ErrorKind.HTTP, f"HTTP {status}: {error_message(text)}")
 
@@ -236,8 +242,13 @@ def cannot_reach(url: str, exc: BaseException, hint: str) -> TargetError:
     import aiohttp
 
     kind = UnreachableTarget if isinstance(exc, aiohttp.ClientConnectorError) else TargetError
+    if url.startswith("https://") and isinstance(exc, aiohttp.ServerDisconnectedError):
+        # TLS 1.3: a server that requires a client certificate closes the connection after the handshake
+        hint = ("the server closed the connection after the TLS handshake: if it requires a client certificate "
+                "(mutual TLS), pass --client-cert FILE (and --client-key FILE)")
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):  # it answered: the trust is what is missing
-        hint = "the server's TLS certificate is not trusted: point SSL_CERT_FILE at the CA that signed it"
+        hint = ("the server's TLS certificate is not trusted: pass --ca-cert FILE (or point SSL_CERT_FILE at) the CA "
+                "that signed it, or --insecure to skip the check")
     return kind(f"cannot reach {url}: {exc or type(exc).__name__}", hint=hint)
 
 

@@ -11,8 +11,10 @@ until the response has ended.
 
 What it supports is what OpenAI-compatible servers need: one request at a time
 per connection (no pipelining), keep-alive with `Connection: close` and
-HTTP/1.0 honoured, `1xx` interim answers skipped, TLS for `https` targets. It
-does not follow redirects, use proxies, or decompress (it asks for identity).
+HTTP/1.0 honoured, `1xx` interim answers skipped, TLS for `https` targets (the context
+comes from `http_policy.HttpPolicy`, as aiohttp's does). It does not follow redirects (a 3xx
+is the request's `http` error), use proxies (`http_policy.refuse_proxy` says so before the
+run), or decompress (it asks for identity).
 
 Failures end the exchange's future with one of three exceptions:
 `ConnectionLost` (the peer closed or reset before the body ended),
@@ -332,7 +334,8 @@ class Refusals:
 class Pool:
     """Up to `limit` keep-alive connections to one endpoint; callers wait when all are busy."""
 
-    def __init__(self, endpoint: Endpoint, limit: int, connect_timeout_s: float | None = None) -> None:
+    def __init__(self, endpoint: Endpoint, limit: int, connect_timeout_s: float | None = None,
+                 ssl_context: ssl_module.SSLContext | None = None) -> None:
         self.endpoint = endpoint
         self.limit = max(1, limit)
         self.connect_timeout_s = connect_timeout_s
@@ -343,7 +346,8 @@ class Pool:
         self._uncounted: set[Connection] = set()  # draining past DRAIN_HOLD_S: no longer counted in _open
         self.refusals = Refusals()
         self.unended = 0  # bodies detached at [DONE] that never ended by their framing (closed, reset, held)
-        self._ssl: ssl_module.SSLContext | None = ssl_module.create_default_context() if endpoint.tls else None
+        # https: the caller's context (backends/http_policy.py, shared with aiohttp), else the system's trust
+        self._ssl: ssl_module.SSLContext | None = (ssl_context or ssl_module.create_default_context()) if endpoint.tls else None
 
     async def acquire(self) -> tuple[Connection, int | None]:
         """An idle connection (connect time None) or a new one (with its connect time in ns)."""

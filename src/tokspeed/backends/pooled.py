@@ -31,7 +31,8 @@ from tokspeed.backends.exchange import (
     retrying,
     take_spec,
 )
-from tokspeed.backends.http1 import Pool, request_bytes
+from tokspeed.backends.http1 import Endpoint, Pool, request_bytes
+from tokspeed.backends.http_policy import HttpPolicy, refuse_proxy
 from tokspeed.backends.redact import Redactor
 from tokspeed.errors import TargetError
 from tokspeed.records import RequestRecord, RequestSpec, Status
@@ -56,6 +57,7 @@ class HTTPSettings(TypedDict, total=False):
     prewarm: int | None
     counter: TokenCounter | None
     keep_text_for: int
+    policy: HttpPolicy
 
 
 class PooledHTTPBackend(ABC, Generic[R]):
@@ -81,6 +83,7 @@ class PooledHTTPBackend(ABC, Generic[R]):
         prewarm: int | None = None,
         counter: TokenCounter | None = None,  # counts output tokens when the server does not
         keep_text_for: int = 3,  # requests (by index) whose output text is kept as a sample
+        policy: HttpPolicy | None = None,  # TLS, proxies, redirects: one policy for the session and the pool
     ) -> None:
         self.stream = stream
         self.model = model
@@ -99,13 +102,20 @@ class PooledHTTPBackend(ABC, Generic[R]):
         self._prewarm = prewarm  # connections opened at start (None: pool_size)
         self._counter = counter
         self._keep_text_for = keep_text_for
+        self._policy = policy or HttpPolicy()
         self._session: aiohttp.ClientSession | None = None  # discovery and the probe
         self._pool: Pool | None = None  # the requests themselves
         self._head = b""  # the request line and headers (set once the route is known)
 
+    @property
+    def policy(self) -> HttpPolicy:
+        """The TLS policy of this backend's clients (the blocking Locust client uses it too)."""
+        return self._policy
+
     # lifecycle ------------------------------------------------------------
     async def start(self) -> TargetInfo:
         """Discover and probe the target, open connections; a TargetError's text never holds a secret."""
+        refuse_proxy(self._url_plain)  # ConfigError: a proxy the environment names would not be used
         try:
             return await self._start()
         except TargetError as exc:
@@ -116,11 +126,14 @@ class PooledHTTPBackend(ABC, Generic[R]):
         ...
 
     def _open_session(self) -> aiohttp.ClientSession:
-        """The aiohttp session for discovery and the probe (requests go through the pool)."""
-        self._session = aiohttp.ClientSession(
-            headers=self._headers, timeout=aiohttp.ClientTimeout(total=self._timeout_s)
-        )
+        """The aiohttp session for discovery and the probe (requests go through the pool), under the policy."""
+        self._session = self._policy.session(headers=self._headers, timeout=aiohttp.ClientTimeout(total=self._timeout_s))
         return self._session
+
+    def _open_pool(self, endpoint: Endpoint) -> Pool:
+        """The load's connection pool, with the same TLS context as the session."""
+        self._pool = Pool(endpoint, self._pool_size, ssl_context=self._policy.ssl_context() if endpoint.tls else None)
+        return self._pool
 
     async def _prewarm_pool(self) -> list[str]:
         """Open the pool's connections ahead of the load; notes for TargetInfo when fewer opened."""

@@ -15,6 +15,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from tokspeed.cli import tls_flags as tf
 from tokspeed.distributed.options import LocustOptions
 from tokspeed.errors import ConfigError
 
@@ -117,15 +118,24 @@ def master(
     requests: Annotated[int, typer.Option("--requests", min=0, help="stop after N measured requests over all workers (each sends its share; --duration still caps the run; 0: no limit)")] = 0,
     stages: Annotated[str | None, typer.Option("--stages", help="stages instead of --duration, each summarised on its own: rate stages 'warm:rate=5:30s,peak:rate=10:30s' (--users caps the requests in flight, --arrival applies) or concurrency stages 'warm:concurrency=4:10s,peak:concurrency=16:20s' (instead of --users too) [default: off]")] = None,
     ramp: Annotated[str | None, typer.Option("--ramp", help="a ramp instead of --duration: rate=1..20:60s (linear, 5 windows), rate=1..20:60s:steps=5, or a stepped concurrency ramp concurrency=1..16:40s:steps=4 [default: off]")] = None,
+    ca_cert: tf.CaCert = None,
+    insecure: tf.Insecure = False,
+    client_cert: tf.ClientCert = None,
+    client_key: tf.ClientKey = None,
 ) -> None:
     _require_locust()
+    from tokspeed.backends.http_policy import refuse_proxy
+
+    tf.policy(ca_cert=ca_cert, insecure=insecure, client_cert=client_cert, client_key=client_key)  # a bad file: exit 2 now
+    refuse_proxy(target)  # the workers' client connects directly
     _check_out(out, overwrite)
     load = _load_args(users, duration, stages, ramp, rate, arrival)
     options = LocustOptions(out=str(out), overwrite=overwrite, api=api, model=model, dataset=dataset,
                             input_tokens=input_tokens, output_tokens=output_tokens, seed=seed, rate=rate,
                             arrival=arrival.strip().lower(),
                             timeout_s=timeout, users=0 if load == [] else users, warmup_s=warmup_s,
-                            requests=requests, stages=stages, ramp=ramp)
+                            requests=requests, stages=stages, ramp=ramp, ca_cert=ca_cert, insecure=insecure,
+                            client_cert=client_cert, client_key=client_key)
     mode = ["--autostart", "--autoquit", "5", "--web-host", "" if bind == "*" else bind] if web \
         else ["--headless", "--only-summary"]
     args = ["--master", *mode, "--host", target, *load, "--spawn-rate", f"{spawn_rate:g}",

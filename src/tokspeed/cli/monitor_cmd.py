@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from tokspeed.cli import tls_flags as tf
+
 HELP = """Watch a live OpenAI-compatible target: low-rate probes, rolling-window
 percentiles, a Prometheus exporter and alerts with durations.
 
@@ -71,6 +73,10 @@ def monitor(
     model: Annotated[str | None, typer.Option("--model", help="Model name; discovered from /v1/models when omitted. [default: first of GET /v1/models]")] = None,
     api_key: Annotated[str | None, typer.Option("--api-key", help="Bearer token. Never written to files or logs. [default: none]", envvar="OPENAI_API_KEY")] = None,
     timeout: Annotated[str, typer.Option("--timeout", help="A probe that has not completed by then is an error.")] = "30s",
+    ca_cert: tf.CaCert = None,
+    insecure: tf.Insecure = False,
+    client_cert: tf.ClientCert = None,
+    client_key: tf.ClientKey = None,
     max_in_flight: Annotated[int, typer.Option("--max-in-flight", help="Probes out at once; a probe due beyond that is skipped.", min=1)] = 4,
     max_backoff: Annotated[str, typer.Option("--max-backoff", help="Longest gap between probes while the target is unreachable.")] = "30s",
     alert: Annotated[list[str] | None, typer.Option("--alert", metavar="EXPR", help="NAME OP VALUE, optionally 'for DURATION', e.g. 'ttft_p99_ms>800 for 2m' (repeatable). [default: none]")] = None,
@@ -121,11 +127,16 @@ def _settings(opts: dict[str, Any], rules: list[Any]) -> Any:
 
     if not opts["target"]:
         raise ConfigError("tokspeed monitor needs --target", hint="e.g. --target http://127.0.0.1:8000/v1")
+    from tokspeed.backends.http_policy import refuse_proxy
+
+    refuse_proxy(opts["target"])  # before the first probe: it would not go through the proxy either
     if opts["arrival"] not in ("constant", "poisson"):
         raise ConfigError(f"--arrival {opts['arrival']!r}", hint="use constant or poisson")
     if opts["api"] not in ("chat", "completions"):
         raise ConfigError(f"--api {opts['api']!r}", hint="use chat or completions")
     server_metrics = _server_metrics(opts["server_metrics"], opts["probe_rate"])
+    if server_metrics and server_metrics.startswith(("http://", "https://")):
+        refuse_proxy(server_metrics, what="--server-metrics")
     interval_s, window_s = parse_duration(opts["interval"]), parse_duration(opts["window"])
     if interval_s <= 0 or window_s < interval_s:
         raise ConfigError("--window must be at least --interval, and --interval above 0", hint="e.g. --interval 15s --window 5m")
@@ -142,6 +153,8 @@ def _settings(opts: dict[str, Any], rules: list[Any]) -> Any:
         max_in_flight=opts["max_in_flight"],
         max_backoff_s=parse_duration(opts["max_backoff"]),
         seed=opts["seed"],
+        policy=tf.policy(ca_cert=opts["ca_cert"], insecure=opts["insecure"], client_cert=opts["client_cert"],
+                         client_key=opts["client_key"]),
     )
     return MonitorSettings(
         probe=probe,

@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from tokspeed.cli import tls_flags as tf
+
 HELP = """Check that a deployment still answers correctly: a bilingual (Chinese/English) probe
 of arithmetic and unit conversions, MMLU/C-Eval-style multiple choice, instruction following
 (format, length, language) and exact recall, every answer checked mechanically. Deterministic:
@@ -45,6 +47,10 @@ def quality(
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Probe requests in flight per target.", min=1)] = 8,
     seed: Annotated[int, typer.Option("--seed", help="Sent as the request's seed (servers that honour it sample deterministically).")] = 0,
     timeout: Annotated[float, typer.Option("--timeout", help="Per-request timeout, seconds.", min=1)] = 120.0,
+    ca_cert: tf.CaCert = None,
+    insecure: tf.Insecure = False,
+    client_cert: tf.ClientCert = None,
+    client_key: tf.ClientKey = None,
     lm_eval: Annotated[list[Path] | None, typer.Option("--lm-eval", help="An lm-evaluation-harness results JSON to attach (repeatable; paired with --target by position). [default: none]")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a probe already in --out.")] = False,
 ) -> int:
@@ -69,7 +75,8 @@ def quality(
     lm_results = [load_lm_eval(p) for p in lm_eval or ()]
     out_dir = out or Path("runs") / datetime.now().strftime("quality-%Y%m%d-%H%M%S")
     prepare_dir(out_dir, overwrite)
-    settings = ProbeSettings(concurrency=concurrency, timeout_s=timeout, seed=seed)
+    policy = tf.policy(ca_cert=ca_cert, insecure=insecure, client_cert=client_cert, client_key=client_key)
+    settings = ProbeSettings(concurrency=concurrency, timeout_s=timeout, seed=seed, policy=policy)
     if not target:
         from tokspeed.quality.schema import QUALITY_SCHEMA, QualityResult
 
@@ -132,7 +139,7 @@ def probe_after_run(console: Any, cfg: Any, outcome: Any, *, quiet: bool = False
         api_key=cfg.api_key.get_secret_value() if cfg.api_key is not None else None,
         headers=dict(cfg.headers),
     )
-    settings = ProbeSettings(timeout_s=cfg.timeout_s, seed=cfg.seed)
+    settings = ProbeSettings(timeout_s=cfg.timeout_s, seed=cfg.seed, policy=cfg.http_policy())
     result = run_probe_sync([target], load_probes(), settings, directory, write_quality_json=False)
     attach_to_run(directory, result)
     if not quiet:

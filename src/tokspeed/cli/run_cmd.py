@@ -18,6 +18,7 @@ import typer
 from tokspeed.backends.credentials import redact_url
 from tokspeed.backends.engine_options import EngineOptions
 from tokspeed.cli import engine_flags as ef
+from tokspeed.cli import tls_flags as tf
 from tokspeed.cli.plans import Mode, Plan, float_value, int_value, sweep_request
 from tokspeed.config import Api, Arrival, RunConfig, config_from_sources, http_url_problem
 from tokspeed.errors import ConfigError
@@ -73,6 +74,10 @@ def run(
     cancel_after: Annotated[str | None, _opt("--cancel-after", help="How long after sending it a --cancel-share request is aborted (200ms, 2s). [default: none; needed with --cancel-share]", panel=TARGET)] = None,
     retries: Annotated[int | None, _opt("--retries", help="Retry HTTP 429/503 answers up to N times, waiting Retry-After (at most 30 s). [default: 0; a retry hides what the server did]", panel=TARGET, min=0)] = None,
     no_usage: Annotated[bool, _opt("--no-usage", help="Do not send stream_options.include_usage (count tokens by tokenizer or chunks).", panel=TARGET)] = False,
+    ca_cert: tf.CaCert = None,
+    insecure: tf.Insecure = False,
+    client_cert: tf.ClientCert = None,
+    client_key: tf.ClientKey = None,
     max_tokens: Annotated[str | None, _opt("--max-tokens", "--output-tokens", help="max_tokens per request: N, uniform:a,b, normal:mean,sd, or 'dataset'. A list (64,256) sweeps it. [default: 256]", panel=SAMPLE)] = None,
     temperature: Annotated[float | None, _opt("--temperature", help="Sampling temperature (sent only when given). [default: not sent: the server's]", panel=SAMPLE)] = None,
     top_p: Annotated[float | None, _opt("--top-p", help="Nucleus sampling top_p (sent only when given). [default: not sent: the server's]", panel=SAMPLE)] = None,
@@ -174,7 +179,8 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
               ramp: str | None = None, token_audit: bool = False, tag: list[str] | None = None,
               deployment_commit: str | None = None, catalog: str | None = None, no_catalog: bool = False,
               percentiles: str | None = None, cooldown: float | None = None, model_policy: str | None = None,
-              cancel_share: float | None = None, cancel_after: str | None = None) -> int:
+              cancel_share: float | None = None, cancel_after: str | None = None, ca_cert: str | None = None,
+              insecure: bool = False, client_cert: str | None = None, client_key: str | None = None) -> int:
     engine = ef.engine_options(
         dtype=dtype, device=device, trust_remote_code=trust_remote_code, engine_arg=engine_arg,
         tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
@@ -202,6 +208,7 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         "timeout_s": parse_duration(timeout) if timeout else None,
         "ttft_timeout_s": parse_duration(ttft_timeout) if ttft_timeout else None,
         "retries": retries,
+        **tf.tls_fields(ca_cert=ca_cert, insecure=insecure, client_cert=client_cert, client_key=client_key),
         "include_usage": False if no_usage else None,
         "output_tokens": max_tokens,
         "temperature": temperature,
@@ -269,6 +276,7 @@ def _dispatch(*, mode: Mode, target: list[str] | None, api: Any, no_stream: bool
         raise ConfigError("--offline measures one load point, not a sweep or a capacity search",
                           hint="drop --offline, or run one point with tokspeed run")
     check_workers(cfg, targets)
+    _refuse_proxies(targets if target else [cfg.target], cfg.server_metrics)
     if quality:
         from tokspeed.cli.quality_cmd import check_run_target
 
@@ -447,6 +455,18 @@ def _profile(synchronous: bool, concurrency: int | None, rate: float | None, cap
     if rate is not None:
         return "rate"
     return None
+
+
+def _refuse_proxies(targets: list[str | None], server_metrics: str | None) -> None:
+    """ConfigError (before the results directory exists) when a proxy variable applies to an HTTP target
+    or to the --server-metrics URL: tokspeed's clients would connect to them directly."""
+    from tokspeed.backends.http_policy import refuse_proxy
+
+    for url in targets:
+        if url and url.startswith(("http://", "https://")):
+            refuse_proxy(url)
+    if server_metrics and server_metrics.startswith(("http://", "https://")):
+        refuse_proxy(server_metrics, what="--server-metrics")
 
 
 def _normalise_target(url: str) -> str:

@@ -43,6 +43,7 @@ from locust import User, events, task
 from locust.env import Environment
 from locust.runners import STATE_MISSING, LocalRunner, MasterRunner, WorkerRunner
 
+from tokspeed.backends.http_policy import refuse_proxy
 from tokspeed.backends.openai_http import OpenAIHTTPBackend
 from tokspeed.distributed.arrivals import SCHEDULE_LEAD_S, WorkerArrivals, rate_stage_items, schedule_for
 from tokspeed.distributed.batching import MESSAGE_TYPE, ClockAnchor, RecordBatcher
@@ -89,11 +90,14 @@ class WorkerSide:
             raise ValueError("no target: pass --host http://HOST:PORT/v1 (tokspeed locust master --target)")
         key = api_key()
         headers = {"Authorization": f"Bearer {key}"} if key else {}
+        refuse_proxy(host)  # ConfigError: this client connects directly, whatever HTTP(S)_PROXY says
+        policy = opts.policy()
+        context = policy.ssl_context() if host.startswith("https://") else None  # ConfigError for a bad file
         if opts.model:
-            check_reachable(host, min(opts.timeout_s, PREFLIGHT_TIMEOUT_S))
-        model = opts.model or discover_model(host, headers)
+            check_reachable(host, min(opts.timeout_s, PREFLIGHT_TIMEOUT_S), context)
+        model = opts.model or discover_model(host, headers, context)
         self.backend = OpenAIHTTPBackend(host, api=opts.api, model=model, api_key=key,
-                                         include_usage=opts.include_usage, timeout_s=opts.timeout_s)
+                                         include_usage=opts.include_usage, timeout_s=opts.timeout_s, policy=policy)
         self.workload = opts.workload()
         runner = environment.runner
         self.worker_index = runner.worker_index if isinstance(runner, WorkerRunner) else 0

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from tokspeed.config import DEFAULT_OUTPUT_TOKENS, DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
+    from tokspeed.backends.http_policy import HttpPolicy
     from tokspeed.workload import Workload
 
 API_KEY_ENV = "OPENAI_API_KEY"
@@ -46,6 +47,10 @@ class LocustOptions:
     ramp: str | None = None  # a stepped concurrency ramp, the same way (or a rate ramp)
     start_epoch_ns: int = 0  # set by the master at the start: when the arrival schedule starts (Unix-epoch ns)
     duration_s: float = 0.0  # set by the master: how long the arrival schedule runs (its run time)
+    ca_cert: str | None = None  # TLS (backends/http_policy.py): paths on every worker host
+    insecure: bool = False
+    client_cert: str | None = None
+    client_key: str | None = None
 
     # Locust's argument names: dest -> (flag, help)
     @staticmethod
@@ -72,6 +77,10 @@ class LocustOptions:
             "tokspeed_ramp": ("--tokspeed-ramp", d.ramp, "a rate ramp, e.g. rate=1..20:60s, or a stepped concurrency ramp, e.g. concurrency=1..16:40s:steps=4 (locustfile tokspeed/distributed/locustfile_stages.py)"),
             "tokspeed_start_epoch_ns": ("--tokspeed-start-epoch-ns", d.start_epoch_ns, "set by the master: when the arrival schedule starts (Unix-epoch ns)"),
             "tokspeed_duration_s": ("--tokspeed-duration-s", d.duration_s, "set by the master: how long the arrival schedule runs"),
+            "tokspeed_ca_cert": ("--tokspeed-ca-cert", d.ca_cert, "https: PEM file of the CA(s) to trust instead of the system's (the same path on every worker)"),
+            "tokspeed_insecure": ("--tokspeed-insecure", d.insecure, "https: check neither the certificate nor the host name"),
+            "tokspeed_client_cert": ("--tokspeed-client-cert", d.client_cert, "https: PEM client certificate (mutual TLS; the same path on every worker)"),
+            "tokspeed_client_key": ("--tokspeed-client-key", d.client_key, "https: PEM key of --tokspeed-client-cert, when not in its file"),
         }
 
     @classmethod
@@ -104,6 +113,10 @@ class LocustOptions:
             ramp=get("tokspeed_ramp", d.ramp),
             start_epoch_ns=int(get("tokspeed_start_epoch_ns", d.start_epoch_ns)),
             duration_s=float(get("tokspeed_duration_s", d.duration_s)),
+            ca_cert=get("tokspeed_ca_cert", d.ca_cert),
+            insecure=_flag(get("tokspeed_insecure", d.insecure)),
+            client_cert=get("tokspeed_client_cert", d.client_cert),
+            client_key=get("tokspeed_client_key", d.client_key),
         )
 
     def locust_args(self) -> list[str]:
@@ -116,6 +129,8 @@ class LocustOptions:
             "tokspeed_users": self.users, "tokspeed_warmup_s": self.warmup_s, "tokspeed_requests": self.requests,
             "tokspeed_workers": self.workers, "tokspeed_stages": self.stages, "tokspeed_ramp": self.ramp,
             "tokspeed_start_epoch_ns": self.start_epoch_ns, "tokspeed_duration_s": self.duration_s,
+            "tokspeed_ca_cert": self.ca_cert, "tokspeed_insecure": self.insecure,
+            "tokspeed_client_cert": self.client_cert, "tokspeed_client_key": self.client_key,
         }
         out: list[str] = []
         for dest, (flag, default, _) in self.arguments().items():
@@ -127,6 +142,13 @@ class LocustOptions:
             else:
                 out += [flag, str(value)]
         return out
+
+    def policy(self) -> HttpPolicy:
+        """The TLS of this run's clients (the same policy `tokspeed run` builds from its flags)."""
+        from tokspeed.backends.http_policy import HttpPolicy
+
+        return HttpPolicy(ca_cert=self.ca_cert, insecure=self.insecure, client_cert=self.client_cert,
+                          client_key=self.client_key)
 
     def workload(self) -> Workload:
         """The workload every worker builds alike (request i is the same on every host)."""

@@ -48,6 +48,7 @@ from tokspeed.backends.http1 import (
     request_bytes,
     request_head,
 )
+from tokspeed.backends.http_policy import is_redirect, redirected
 from tokspeed.backends.openai_http import OpenAIHTTPBackend
 from tokspeed.errors import TargetError
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status
@@ -58,11 +59,11 @@ READ_SIZE = 65536
 class SyncConnection(ResponseParsing):
     """One blocking HTTP/1.1 keep-alive connection; `exchange()` parses a response as it is read."""
 
-    def __init__(self, endpoint: Endpoint, timeout_s: float) -> None:
+    def __init__(self, endpoint: Endpoint, timeout_s: float, context: ssl.SSLContext | None = None) -> None:
         sock = socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if endpoint.tls:
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=endpoint.host)
+        if endpoint.tls:  # the policy's context (backends/http_policy.py), as the asyncio clients use
+            sock = (context or ssl.create_default_context()).wrap_socket(sock, server_hostname=endpoint.host)
         self.sock = sock
         self.timeout_s = timeout_s
         self.closed = False
@@ -157,6 +158,7 @@ class SyncOpenAIClient:
         self.backend = backend
         self.timeout_s = timeout_s
         self._endpoint = backend.endpoint
+        self._ssl = backend.policy.ssl_context() if self._endpoint.tls else None  # built once per client
         self._conn: SyncConnection | None = None
 
     def send(self, spec: RequestSpec, record: RequestRecord) -> None:
@@ -202,7 +204,7 @@ class SyncOpenAIClient:
                 return self._conn
             self._conn.close()  # closed by the server while idle: a new connection, paid by this request
         t0 = perf_counter_ns()
-        self._conn = SyncConnection(self._endpoint, self.timeout_s)
+        self._conn = SyncConnection(self._endpoint, self.timeout_s, self._ssl)
         record.connect_duration_ns = perf_counter_ns() - t0
         return self._conn
 
@@ -212,14 +214,15 @@ class SyncOpenAIClient:
             self._conn = None
 
 
-def get_json(url: str, headers: dict[str, str], timeout_s: float = 15.0) -> Any:
-    """GET `url` with a fresh blocking connection and parse the JSON answer (TargetError if that fails)."""
+def get_json(url: str, headers: dict[str, str], timeout_s: float = 15.0, context: ssl.SSLContext | None = None) -> Any:
+    """GET `url` with a fresh blocking connection and parse the JSON answer (TargetError if that fails;
+    TargetRedirected for a 3xx, which is never followed)."""
     endpoint = Endpoint(url)
     parts = urlsplit(url)
     head = request_head("GET", parts.path or "/", endpoint, headers)
     sink = _Collect()
     try:
-        conn = SyncConnection(endpoint, timeout_s)
+        conn = SyncConnection(endpoint, timeout_s, context)
         try:
             conn.exchange(request_bytes(head, b""), sink)
         finally:
@@ -227,6 +230,8 @@ def get_json(url: str, headers: dict[str, str], timeout_s: float = 15.0) -> Any:
     except TRANSPORT_ERRORS as exc:
         raise TargetError(f"cannot reach {url}: {describe(exc)}",
                           hint="is the server running? check --target, e.g. http://127.0.0.1:8000/v1") from None
+    if sink.status is not None and is_redirect(sink.status):
+        raise redirected("GET", url, sink.status, sink.headers.get("location"))
     if sink.status != 200:
         raise TargetError(f"GET {url} answered HTTP {sink.status}", hint="check --target and --model")
     try:
@@ -235,19 +240,19 @@ def get_json(url: str, headers: dict[str, str], timeout_s: float = 15.0) -> Any:
         raise TargetError(f"GET {url} did not answer JSON", hint="check --target (it should end in /v1)") from None
 
 
-def check_reachable(base_url: str, timeout_s: float = 15.0) -> None:
+def check_reachable(base_url: str, timeout_s: float = 15.0, context: ssl.SSLContext | None = None) -> None:
     """Open (and close) one connection to the target: TargetError, in one line, when it cannot be reached."""
     try:
-        conn = SyncConnection(Endpoint(base_url), timeout_s)
+        conn = SyncConnection(Endpoint(base_url), timeout_s, context)
     except OSError as exc:  # refused, unreachable host, DNS, TLS, timeout
         raise TargetError(f"cannot reach {base_url}: {describe(exc)}",
                           hint="is the server running? check --target, e.g. http://127.0.0.1:8000/v1") from None
     conn.close()
 
 
-def discover_model(base_url: str, headers: dict[str, str]) -> str:
+def discover_model(base_url: str, headers: dict[str, str], context: ssl.SSLContext | None = None) -> str:
     """The first model `GET /models` lists (what the asyncio backend does when --model is not given)."""
-    body = get_json(f"{base_url.rstrip('/')}/models", headers)
+    body = get_json(f"{base_url.rstrip('/')}/models", headers, context=context)
     data = body.get("data") if isinstance(body, dict) else None
     if not data or not isinstance(data[0], dict):
         raise TargetError(f"{base_url}/models lists no model", hint="pass --model NAME")
@@ -259,10 +264,11 @@ class _Collect:
 
     def __init__(self) -> None:
         self.status: int | None = None
+        self.headers: dict[str, str] = {}
         self.parts: list[bytes] = []
 
     def on_head(self, status: int, headers: dict[str, str]) -> None:
-        self.status = status
+        self.status, self.headers = status, headers
 
     def on_body(self, data: bytes, now: int) -> None:
         self.parts.append(data)

@@ -123,7 +123,7 @@ class Monitor:
         key = self.s.probe.api_key
         headers = {"Authorization": f"Bearer {key}"} if key and same_origin(url, self.s.probe.target) else {}
         window = ServerWindow(self.s.window_s, self.s.interval_s)
-        return ServerSource(url, spec == "auto", headers, window, self._log)
+        return ServerSource(url, spec == "auto", headers, window, self._log, self.s.probe.policy)
 
     @property
     def passive(self) -> bool:

@@ -18,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from time import perf_counter_ns
 
+from tokspeed.backends.http_policy import HttpPolicy
 from tokspeed.backends.openai_http import OpenAIHTTPBackend
 from tokspeed.errors import TargetError
 from tokspeed.records import ErrorKind, RequestRecord, RequestSpec, Status
@@ -40,6 +41,7 @@ class ProbeSettings:
     max_in_flight: int = 4
     max_backoff_s: float = 30.0
     seed: int = 0
+    policy: HttpPolicy = field(default_factory=HttpPolicy)  # TLS of the probes and the /metrics scrapes
 
 
 class Prober:
@@ -63,6 +65,7 @@ class Prober:
             timeout_s=settings.timeout_s,
             pool_size=settings.max_in_flight,
             prewarm=1,
+            policy=settings.policy,
         )
         self._started = False
         self._in_flight: set[asyncio.Task[None]] = set()

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tokspeed.backends.http_policy import HttpPolicy
 from tokspeed.monitor.server_window import (
     ServerFigures,
     ServerNames,
@@ -27,8 +28,9 @@ class ServerSource:
     """Scrapes one endpoint; `poll()` once per interval, `figures()` to read the window."""
 
     def __init__(self, url: str, auto: bool, headers: dict[str, str], window: ServerWindow,
-                 log: Callable[[str], None]) -> None:
+                 log: Callable[[str], None], policy: HttpPolicy | None = None) -> None:
         self.url = url
+        self._policy = policy or HttpPolicy()  # the probes' TLS (redirects are not followed: srv.fetch)
         self.auto = auto
         self._headers = headers
         self.window = window
@@ -53,7 +55,7 @@ class ServerSource:
         from tokspeed.telemetry import server as srv
 
         if self._session is None:
-            self._session = aiohttp.ClientSession()
+            self._session = self._policy.session()
         try:
             text = await srv.fetch(self._session, self.url, self._headers)
             names = self._names or self._recognise(text)

@@ -90,7 +90,8 @@ class WebhookSender:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._timeout_s))
         body = orjson.dumps(payload(event, self.target))
         try:
-            async with self._session.post(self.url, data=body, headers={"Content-Type": "application/json"}) as resp:
+            async with self._session.post(self.url, data=body, headers={"Content-Type": "application/json"},
+                                          allow_redirects=False) as resp:  # a redirect is a failed delivery
                 await resp.read()
                 if resp.status >= 300:
                     return self._failed(f"HTTP {resp.status}", event)

@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 
+from tokspeed.backends.credentials import with_url_auth
+from tokspeed.backends.http_policy import NO_REDIRECTS, HttpPolicy, is_redirect, redirect_text, redirected, refuse_proxy
 from tokspeed.backends.redact import Redactor, secret_values
 from tokspeed.errors import TargetError
 from tokspeed.quality.checkers import passes
@@ -43,6 +45,7 @@ class ProbeSettings:
     timeout_s: float = 120.0
     seed: int = 0
     temperature: float = 0.0
+    policy: HttpPolicy = field(default_factory=HttpPolicy)  # TLS (proxies and redirects: never), as the speed run's
 
 
 def request_body(item: ProbeItem, model: str | None, api: str, settings: ProbeSettings) -> dict[str, Any]:
@@ -104,16 +107,19 @@ async def run_probe(
     headers = {"Content-Type": "application/json", **target.headers}
     if target.api_key:
         headers["Authorization"] = f"Bearer {target.api_key}"
+    redact = target_redactor(target)  # servers echo what they were sent; made before the URL loses its password
+    url, headers = with_url_auth(target.url, headers)  # user:password@ as a Basic header, as the speed run sends it
+    target = replace(target, url=url)
+    refuse_proxy(url)  # ConfigError: a proxy the environment names would not be used
     timeout = aiohttp.ClientTimeout(total=settings.timeout_s)
-    connector = aiohttp.TCPConnector(limit=settings.concurrency)
-    async with aiohttp.ClientSession(headers=headers, timeout=timeout, connector=connector) as session:
+    async with settings.policy.session(headers=headers, timeout=timeout, limit=settings.concurrency) as session:
         model = target.model or await discover_model(session, target.url)
         gate = asyncio.Semaphore(settings.concurrency)
         start = time.perf_counter()
 
         async def one(item: ProbeItem) -> ItemResult:
             async with gate:
-                result = await _ask(session, target, model, item, settings)
+                result = await _ask(session, target, model, item, settings, redact)
             sink(result)
             return result
 
@@ -126,14 +132,18 @@ async def discover_model(session: Any, url: str) -> str | None:
     import aiohttp
 
     try:
-        async with session.get(url.rstrip("/") + "/models") as resp:
+        async with session.get(url.rstrip("/") + "/models", **NO_REDIRECTS) as resp:
+            if is_redirect(resp.status):
+                raise redirected("GET", url.rstrip("/") + "/models", resp.status, resp.headers.get("Location"))
             if resp.status in (401, 403):
                 raise TargetError(f"{url} refused the request (HTTP {resp.status})", hint="pass --api-key or set OPENAI_API_KEY")
             if resp.status != 200:
                 return None
             data = orjson.loads(await resp.read())
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-        raise TargetError(f"cannot reach {url}: {exc or type(exc).__name__}", hint="is the server running? check --target") from exc
+        from tokspeed.backends.exchange import cannot_reach
+
+        raise cannot_reach(url, exc, "is the server running? check --target") from exc  # a TLS failure: its own hint
     except orjson.JSONDecodeError:
         return None
     models = data.get("data") if isinstance(data, dict) else None
@@ -142,18 +152,21 @@ async def discover_model(session: Any, url: str) -> str | None:
     return None
 
 
-async def _ask(session: Any, target: ProbeTarget, model: str | None, item: ProbeItem, settings: ProbeSettings) -> ItemResult:
+async def _ask(session: Any, target: ProbeTarget, model: str | None, item: ProbeItem, settings: ProbeSettings,
+               redact: Redactor) -> ItemResult:
     import aiohttp
 
     path = "/completions" if target.api == "completions" else "/chat/completions"
     body = orjson.dumps(request_body(item, model, target.api, settings))
     base = ItemResult(target=target.label, id=item.id, category=item.category, lang=item.lang, correct=False)
-    redact = target_redactor(target)  # servers echo what they were sent
     sent = time.perf_counter()
     try:
-        async with session.post(target.url.rstrip("/") + path, data=body) as resp:
+        async with session.post(target.url.rstrip("/") + path, data=body, **NO_REDIRECTS) as resp:
             raw = await resp.read()
             latency_ms = (time.perf_counter() - sent) * 1000
+            if is_redirect(resp.status):
+                error = redact(redirect_text(resp.status, resp.headers.get("Location")))[:300]
+                return base.model_copy(update={"error": error, "latency_ms": latency_ms})
             if resp.status != 200:
                 detail = redact(raw[:4096].decode("utf-8", "replace"))[:200]  # redact before cutting
                 return base.model_copy(update={"error": f"HTTP {resp.status}: {detail}", "latency_ms": latency_ms})

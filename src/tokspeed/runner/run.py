@@ -634,7 +634,7 @@ async def _start_telemetry(run: _Run) -> None:
         return
     options = TelemetryOptions(
         interval_s=cfg.telemetry_interval_s, server_metrics=cfg.server_metrics, target=cfg.target,
-        headers=target_headers(cfg),
+        headers=target_headers(cfg), policy=cfg.http_policy(),
     )
     run.telemetry = Telemetry(options, run.writer.directory, run.writer.epoch_offset_ns)
     await run.telemetry.start()
@@ -651,7 +651,7 @@ async def _server_environment(run: _Run, cfg: RunConfig) -> None:
     if "server" in run.result.environment or not (cfg.target or "").startswith(("http://", "https://")):
         return
     assert cfg.target is not None
-    facts = await server_facts(cfg.target, target_headers(cfg))
+    facts = await server_facts(cfg.target, target_headers(cfg), cfg.http_policy())
     run.result.environment["server"] = config_redactor(cfg).tree(facts)  # a server can echo the key
 
 

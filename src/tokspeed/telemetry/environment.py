@@ -15,9 +15,12 @@ import platform
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokspeed.version import __version__
+
+if TYPE_CHECKING:
+    from tokspeed.backends.http_policy import HttpPolicy
 
 PACKAGES = (
     "tokspeed", "aiohttp", "orjson", "uvloop", "numpy", "pydantic", "psutil", "nvidia-ml-py",
@@ -76,17 +79,21 @@ def gpu_facts(nvml: Any = LOAD) -> tuple[dict[str, Any] | None, str | None]:
         gpus.close()
 
 
-async def server_facts(target: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
-    """What the server at `target` (…/v1) tells about itself: `version` and `models`; `unavailable` if neither."""
+async def server_facts(target: str, headers: dict[str, str] | None = None, policy: HttpPolicy | None = None) -> dict[str, Any]:
+    """What the server at `target` (…/v1) tells about itself: `version` and `models`; `unavailable` if neither.
+
+    `policy`: the TLS of the run's other clients of the target (redirects are not followed: no answer).
+    """
     import aiohttp
 
     from tokspeed.backends.credentials import url_auth_replacing
+    from tokspeed.backends.http_policy import HttpPolicy
 
     target, headers = url_auth_replacing(target, headers or {})  # user:password@ becomes a Basic header
     root = target.rstrip("/")
     root = root.removesuffix("/v1")
     timeout = aiohttp.ClientTimeout(total=FACTS_TIMEOUT_S)
-    async with aiohttp.ClientSession(headers=headers or {}, timeout=timeout) as session:
+    async with (policy or HttpPolicy()).session(headers=headers or {}, timeout=timeout) as session:
         version, models = await asyncio.gather(_get_json(session, f"{root}/version"), _get_json(session, f"{target.rstrip('/')}/models"))
     facts: dict[str, Any] = {}
     if isinstance(version, dict) and version.get("version") is not None:
@@ -103,8 +110,8 @@ async def _get_json(session: Any, url: str) -> Any:
     import aiohttp
 
     try:
-        async with session.get(url) as resp:
-            if resp.status != 200:
+        async with session.get(url, allow_redirects=False) as resp:
+            if resp.status != 200:  # a redirect too: it names another server
                 return None
             return await resp.json(content_type=None)
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
+from tokspeed.backends.http_policy import NO_REDIRECTS, is_redirect, redirect_text
 from tokspeed.telemetry.engines import EngineMetrics, detect_engine, first_present
 
 SCRAPE_TIMEOUT_S = 5.0
@@ -119,7 +120,10 @@ class Endpoint:
 
 async def fetch(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> str:
     """GET the endpoint's text; raises OSError-like errors (aiohttp.ClientError, TimeoutError) and ValueError for non-200."""
-    async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_S)) as resp:
+    async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_S),
+                           **NO_REDIRECTS) as resp:
+        if is_redirect(resp.status):
+            raise ValueError(redirect_text(resp.status, resp.headers.get("Location")))
         if resp.status != 200:
             raise ValueError(f"HTTP {resp.status}")
         return await resp.text(errors="replace")

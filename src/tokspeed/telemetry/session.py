@@ -19,6 +19,7 @@ from time import perf_counter_ns
 from typing import Any
 
 from tokspeed.backends.credentials import redact_url, url_auth_replacing
+from tokspeed.backends.http_policy import HttpPolicy
 from tokspeed.telemetry import server as srv
 from tokspeed.telemetry.client import ClientProbe, client_cpu_seconds
 from tokspeed.telemetry.gpu import NvmlGpus, load_nvml, open_nvml
@@ -48,6 +49,7 @@ class TelemetryOptions:
     server_metrics: str | None = None
     target: str | None = None
     headers: dict[str, str] = field(default_factory=dict)  # the target's (sent only to the same origin)
+    policy: HttpPolicy = field(default_factory=HttpPolicy)  # TLS of the target's clients, for /metrics too
     nvml: Any = LOAD  # the pynvml module, a fake with its functions, or None for "not installed"
 
 
@@ -173,9 +175,7 @@ class Telemetry:
         url, explicit = self._server_url()
         if url is None:
             return
-        import aiohttp
-
-        self._http = aiohttp.ClientSession()
+        self._http = self.options.policy.session()
         headers = self.options.headers if self.options.target and srv.same_origin(url, self.options.target) else {}
         url, headers = url_auth_replacing(url, headers)  # its own user:password@ wins over the target's
         endpoint, note = await srv.probe(self._http, url, headers)

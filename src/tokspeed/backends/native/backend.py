@@ -41,7 +41,8 @@ from tokspeed.backends.exchange import (
     settle_tokens,
     stream_to_judge,
 )
-from tokspeed.backends.http1 import Endpoint, Pool, request_head
+from tokspeed.backends.http1 import Endpoint, request_head
+from tokspeed.backends.http_policy import NO_REDIRECTS, is_redirect, redirected
 from tokspeed.backends.native.ndjson import NDJSONDecoder
 from tokspeed.backends.native.protocol import NativeProtocol, NativeState
 from tokspeed.backends.pooled import HTTPSettings, PooledHTTPBackend
@@ -83,7 +84,7 @@ class NativeHTTPBackend(PooledHTTPBackend["_NativeResponse"]):
         self._url = f"{self.base_url}{self.protocol.path(self.model, self.stream)}"
         endpoint = Endpoint(self._url)
         self._head = request_head("POST", urlsplit(self._url).path, endpoint, self._headers)
-        self._pool = Pool(endpoint, self._pool_size)
+        self._open_pool(endpoint)
         await self._probe()
         notes = await self._prewarm_pool()
         return TargetInfo(
@@ -105,7 +106,9 @@ class NativeHTTPBackend(PooledHTTPBackend["_NativeResponse"]):
         assert self._session is not None
         url = f"{self.base_url}{path}"
         try:
-            async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=15)) as resp:
+            async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=15), **NO_REDIRECTS) as resp:
+                if is_redirect(resp.status):
+                    raise redirected("GET", url, resp.status, resp.headers.get("Location"))
                 if resp.status == 200:
                     return await resp.json(content_type=None)
                 text = await resp.text(errors="replace")
@@ -124,7 +127,9 @@ class NativeHTTPBackend(PooledHTTPBackend["_NativeResponse"]):
     async def _probe(self) -> None:
         assert self._session is not None
         try:
-            async with self._session.post(self._url, data=orjson.dumps(self.probe_body())) as resp:
+            async with self._session.post(self._url, data=orjson.dumps(self.probe_body()), **NO_REDIRECTS) as resp:
+                if is_redirect(resp.status):
+                    raise redirected("POST", self._url, resp.status, resp.headers.get("Location"))
                 status, text = resp.status, await resp.text(errors="replace")
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             raise cannot_reach(self._url, exc, "is the server running? check --target") from exc
@@ -175,7 +180,7 @@ class _NativeResponse(Response):
         self.status, self.headers = status, headers
         if self.record.response_id is None:  # native bodies carry no id; proxies and the simulator send this
             self.record.response_id = headers.get("x-request-id")
-        if status >= 400:
+        if status >= 300:
             return
         self.protocol.on_headers(headers, self.state)
         if not self.stream:
@@ -224,7 +229,7 @@ class _NativeResponse(Response):
     def conclude(self) -> None:
         """After the exchange: judge the stream's ending, or parse the whole body or the error answer."""
         assert self.status is not None and self.end_ns is not None
-        if self.status >= 400:
+        if self.status >= 300:  # 3xx too: a redirect is not followed
             self.fail_http()
         elif self.decoder is not None:
             if not self.over:
