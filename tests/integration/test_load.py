@@ -51,7 +51,7 @@ def test_thousand_concurrent_streams_without_errors(tmp_path: Path) -> None:
         sim.stop()
     assert p.returncode == 0, p.stdout + p.stderr
     s = load_json(out / "run.json")["benchmarks"][0]["summary"]
-    assert s["requests"] == {"completed": STREAMS, "errored": 0, "incomplete": 0, "total": STREAMS}
+    assert s["requests"] == {"completed": STREAMS, "errored": 0, "incomplete": 0, "cancelled": 0, "total": STREAMS}
     recs = records(out)
     assert max_overlap([(r["sent_ns"], r["end_ns"]) for r in recs]) == STREAMS  # the client held them all
     assert max_overlap([(e["received_ns"], e["end_ns"]) for e in truth]) >= STREAMS  # and the server saw them

@@ -124,8 +124,10 @@ def test_recorded_stream_decomposes(api: str, fixture: str, content_type: str, s
         client_ttft_ms = ttft_ns(r) / MS  # type: ignore[operator]
         assert server_ttft_ms(r) == pytest.approx(server_first_ms, abs=1e-9)
         assert network_ms(r) == pytest.approx(client_ttft_ms - server_first_ms, abs=1e-9)  # the arithmetic, exactly
-        # the replay waited exactly the server's time before the first event: what is left is loopback + timers
-        assert 0 <= network_ms(r) < 8.0  # type: ignore[operator]
+        # the replay waited exactly the server's time before the first event: what is left is loopback + timers,
+        # never negative; its ceiling is this machine's timer noise (12.7 ms seen at load 5 beside a compiler),
+        # the decomposition itself is checked exactly above
+        assert 0 <= network_ms(r) < 40.0  # type: ignore[operator]
     s = summarize_server_timing(records)
     assert s is not None and s.requests == 3
     assert s.server_decode_tokens_per_s.mean == pytest.approx((tokens - 1) * 1000 / decode_ms, rel=1e-9)

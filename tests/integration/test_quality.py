@@ -126,7 +126,7 @@ def test_run_quality_refuses_non_http_targets(tmp_path: Path) -> None:
 
 def test_unreachable_target_fails_clearly(tmp_path: Path) -> None:
     proc = run_cli("quality", "--target", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "q"))
-    assert proc.returncode == 1 and "cannot reach http://127.0.0.1:9/v1" in proc.stderr
+    assert proc.returncode == 2 and "cannot reach http://127.0.0.1:9/v1" in proc.stderr  # as `run`: an unreachable target is exit 2
 
 
 def test_failed_requests_count_as_wrong_and_are_reported(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
