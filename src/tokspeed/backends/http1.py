@@ -23,6 +23,7 @@ Failures end the exchange's future with one of three exceptions:
 from __future__ import annotations
 
 import asyncio
+import select
 import ssl as ssl_module
 from collections import deque
 from collections.abc import Callable
@@ -230,6 +231,21 @@ class Connection(ResponseParsing, asyncio.Protocol):
     def reusable(self) -> bool:
         return not self.closed and self.keep_alive and not self._busy
 
+    def peer_closed(self) -> bool:
+        """Whether the idle socket is readable now (one poll, no wait): the peer's close, or bytes nobody asked for.
+
+        A server may close a keep-alive connection right after a response (llama.cpp's llama-server
+        closes it after every streamed one while its headers say keep-alive): the close reaches the
+        socket a few microseconds after the body's last byte, before the event loop has read it, so a
+        request sent at once on it would be lost. Either way the connection is not reused.
+        """
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is None:
+            return False
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
+
     @property
     def draining(self) -> bool:
         """Detached with its body still arriving on a connection worth keeping."""
@@ -343,6 +359,9 @@ class Pool:
         self._uncounted: set[Connection] = set()  # draining past DRAIN_HOLD_S: no longer counted in _open
         self.refusals = Refusals()
         self.unended = 0  # bodies detached at [DONE] that never ended by their framing (closed, reset, held)
+        # the server closed an idle connection it had kept alive: from then on each request gets a new one
+        # (llama-server closes after every streamed response, a few µs after its last byte: a reuse races it)
+        self.peer_closes = False
         self._ssl: ssl_module.SSLContext | None = ssl_module.create_default_context() if endpoint.tls else None
 
     async def acquire(self) -> tuple[Connection, int | None]:
@@ -350,8 +369,9 @@ class Pool:
         while True:
             while self._idle:
                 conn = self._idle.pop()
-                if conn.reusable:
+                if conn.reusable and not conn.peer_closed():
                     return conn, None
+                self.peer_closes = self.peer_closes or conn.keep_alive  # closed (or spoke) while idle
                 self._drop(conn)
             if self._open < self.limit:
                 return await self._connect()
@@ -407,7 +427,7 @@ class Pool:
         whose body did not end by its own framing is never reused: where the next response
         would begin is unknown.
         """
-        if conn.reusable:
+        if conn.reusable and not self.peer_closes:
             self._idle.append(conn)
         elif conn.unended:  # [DONE], then a close or reset before the pool even had it back
             self.unended += 1
@@ -435,7 +455,7 @@ class Pool:
         self._draining.discard(conn)
         counted = conn not in self._uncounted
         self._uncounted.discard(conn)
-        if conn.reusable and (counted or self._open < self.limit):
+        if conn.reusable and not self.peer_closes and (counted or self._open < self.limit):
             self._open += not counted
             self._idle.append(conn)
         else:
