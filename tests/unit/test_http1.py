@@ -319,3 +319,35 @@ async def test_a_server_that_closes_after_each_response_gets_a_new_connection_fo
         pool.close()
         server.close()
     assert None not in connects and pool.peer_closes  # never reused after the first close seen
+
+
+async def test_a_server_that_closes_idle_connections_later_keeps_its_connections_reused() -> None:
+    """A close long after the response (an idle timeout, uvicorn's 5 s) costs that connection only."""
+    from tokspeed.backends import http1
+    from tokspeed.backends.http1 import Pool
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 3 * http1.CLOSED_AFTER_RESPONSE_S)  # idle timeout
+            except (asyncio.TimeoutError, asyncio.IncompleteReadError):
+                writer.close()
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+            await writer.drain()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    pool = Pool(Endpoint(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"), limit=1)
+    connects = []
+    try:
+        for pause in (0.0, 0.0, 5 * http1.CLOSED_AFTER_RESPONSE_S, 0.0):
+            await asyncio.sleep(pause)
+            conn, connect_ns = await asyncio.wait_for(pool.acquire(), 5)
+            connects.append(connect_ns)
+            await asyncio.wait_for(conn.exchange(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", Sink()), 5)
+            pool.release(conn)
+    finally:
+        pool.close()
+        server.close()
+    assert not pool.peer_closes
+    assert connects[0] is not None and connects[1] is None and connects[2] is not None and connects[3] is None
