@@ -26,7 +26,7 @@ os.environ["TOKSPEED_CATALOG"] = "off"
 
 SERIAL_FILES = frozenset({
     "test_real_servers.py", "test_real_workloads.py", "test_vllm_offline.py", "test_hf_backend.py",
-    "test_llamacpp.py", "test_embedded.py", "test_locust.py", "test_capacity_truth.py",
+    "test_llamacpp.py", "test_llama_server.py", "test_embedded.py", "test_locust.py", "test_capacity_truth.py",
 })
 SERIAL = "serial-chain"
 

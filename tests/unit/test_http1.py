@@ -289,3 +289,65 @@ async def test_a_client_worker_keeps_the_connect_error_of_a_request_that_found_t
     record = RequestRecord(index=0, iteration=1, warmup=False, scheduled_ns=0)
     await _one(Gone(), 1, RequestSpec(index=0, prompt="p"), record, sent.append)  # type: ignore[arg-type]
     assert (record.status, record.error_kind, record.error) == (Status.ERROR, ErrorKind.CONNECT, "refused") and sent
+
+
+async def test_a_server_that_closes_after_each_response_gets_a_new_connection_for_each_request() -> None:
+    # was: llama.cpp's llama-server closes the connection a few µs after each streamed response while its
+    # headers say keep-alive; the pool handed it out again before the loop had read the close, and every
+    # second request of a run failed as "server closed the connection before the response"
+    from tokspeed.backends.http1 import Pool
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5, max=100\r\nContent-Length: 5\r\n\r\nhello")
+        await writer.drain()
+        writer.close()  # at once, as llama-server does
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    pool = Pool(Endpoint(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"), limit=1)
+    connects = []
+    try:
+        for _ in range(4):
+            conn, connect_ns = await asyncio.wait_for(pool.acquire(), 5)
+            connects.append(connect_ns)
+            sink = Sink()
+            await asyncio.wait_for(conn.exchange(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", sink), 5)
+            assert sink.body == b"hello"
+            pool.release(conn)
+            await asyncio.sleep(0.01)  # the close has reached the socket (the loop may not have read it)
+    finally:
+        pool.close()
+        server.close()
+    assert None not in connects and pool.peer_closes  # never reused after the first close seen
+
+
+async def test_a_server_that_closes_idle_connections_later_keeps_its_connections_reused() -> None:
+    """A close long after the response (an idle timeout, uvicorn's 5 s) costs that connection only."""
+    from tokspeed.backends import http1
+    from tokspeed.backends.http1 import Pool
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 3 * http1.CLOSED_AFTER_RESPONSE_S)  # idle timeout
+            except (asyncio.TimeoutError, asyncio.IncompleteReadError):
+                writer.close()
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+            await writer.drain()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    pool = Pool(Endpoint(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"), limit=1)
+    connects = []
+    try:
+        for pause in (0.0, 0.0, 5 * http1.CLOSED_AFTER_RESPONSE_S, 0.0):
+            await asyncio.sleep(pause)
+            conn, connect_ns = await asyncio.wait_for(pool.acquire(), 5)
+            connects.append(connect_ns)
+            await asyncio.wait_for(conn.exchange(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", Sink()), 5)
+            pool.release(conn)
+    finally:
+        pool.close()
+        server.close()
+    assert not pool.peer_closes
+    assert connects[0] is not None and connects[1] is None and connects[2] is not None and connects[3] is None

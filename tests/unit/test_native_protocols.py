@@ -72,6 +72,24 @@ def test_llamacpp_recorded_stream() -> None:
     assert r.response_id == "req-1"
 
 
+def test_llamacpp_server_stream_counts_the_cached_prompt_tokens() -> None:
+    # was: input tokens were timings.prompt_n, the tokens the server processed, which leaves out the
+    # cache_n tokens its prompt cache reused: 7 of this 19-token prompt. Recorded from llama-server
+    # (llama-cpp-python 0.3.36's llama.cpp) after a request sharing the prompt's start.
+    r = feed("llamacpp", (DATA / "llamacpp_server_cached_prompt.sse").read_bytes())
+    assert r.status is Status.OK, r.error
+    assert (r.input_tokens, r.input_tokens_source) == (19, TokenSource.USAGE)
+    assert (r.output_tokens, r.finish_reason, len(r.chunk_ns)) == (3, "limit", 3)
+    assert r.server_timing == {"prefill_ms": 0.722, "decode_ms": 0.954, "output_tokens": 3, "prompt_tokens": 19}
+
+
+def test_llamacpp_prompt_length_without_tokens_evaluated_is_processed_plus_cached() -> None:
+    final = {"content": "", "stop": True, "timings": {"cache_n": 12, "prompt_n": 7, "prompt_ms": 1.0,
+                                                      "predicted_n": 1, "predicted_ms": 0.0}}
+    r = feed("llamacpp", sse({"content": "a", "stop": False}, final))
+    assert r.input_tokens == 19 and r.server_timing is not None and r.server_timing["prompt_tokens"] == 19
+
+
 def test_ollama_recorded_stream_converts_nanoseconds() -> None:
     r = feed("ollama", (DATA / "ollama_generate.ndjson").read_bytes(), "application/x-ndjson", piece=13)
     assert r.status is Status.OK, r.error

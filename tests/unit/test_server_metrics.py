@@ -93,6 +93,25 @@ def test_each_engine_is_recognised_and_read(text: str, engine: str, running: flo
     assert r["kv_cache_usage_pct"] == (None if kv is None else pytest.approx(kv))
 
 
+def test_llama_server_metrics_as_served_are_read() -> None:
+    # was: tokspeed kept only prompt_tokens_total and tokens_predicted_total of llama-server's scrape and
+    # looked for kv_cache_usage_ratio / kv_cache_tokens, which the current server no longer serves.
+    # Recorded from llama-server (llama-cpp-python 0.3.36's llama.cpp) with --metrics.
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "data" / "native" / "llamacpp_server_metrics.txt").read_text()
+    r = read(text)
+    assert (r["engine"], r["running"], r["waiting"], r["kv_cache_usage_pct"]) == ("llamacpp", 0.0, 0.0, None)
+    assert r["values"] == {
+        "llamacpp:prompt_tokens_total": 23.0, "llamacpp:prompt_tokens_cached_total": 14.0,
+        "llamacpp:prompt_seconds_total": 0.002454, "llamacpp:tokens_predicted_total": 12.0,
+        "llamacpp:tokens_predicted_seconds_total": 0.002306, "llamacpp:n_decode_total": 12.0,
+        "llamacpp:n_busy_slots_per_decode": 1.0, "llamacpp:requests_processing": 0.0,
+        "llamacpp:requests_deferred": 0.0, "llamacpp:spec_decode_num_drafts_total": 0.0,
+        "llamacpp:spec_decode_num_draft_tokens_total": 0.0, "llamacpp:spec_decode_num_accepted_tokens_total": 0.0,
+    }
+
+
 def test_a_counter_served_without_total_is_kept_under_its_total_name() -> None:
     r = read("# TYPE tgi_request_count counter\ntgi_request_count 120\ntgi_queue_size 0\n")
     assert r["values"] == {"tgi_request_count_total": 120.0, "tgi_queue_size": 0.0}

@@ -161,6 +161,8 @@ async def exchange(pool: Pool, data: bytes, response: Response, ttft_timeout_s: 
         raise
     except TRANSPORT_ERRORS as exc:
         transport_failure(record, exc, began=response.status is not None)
+        if isinstance(exc, ConnectionLost) and response.status is None and record.connect_duration_ns is None:
+            pool.peer_closes = True  # a kept-alive connection the server had closed as the request went out
         if isinstance(exc, ConnectionRefusedError) and (gone := pool.refusals.gone(perf_counter_ns())) is not None:
             raise TargetGone(gone, hint=GONE_HINT) from None
         return False

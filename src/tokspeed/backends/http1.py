@@ -25,6 +25,7 @@ Failures end the exchange's future with one of three exceptions:
 from __future__ import annotations
 
 import asyncio
+import select
 import ssl as ssl_module
 from collections import deque
 from collections.abc import Callable
@@ -42,6 +43,9 @@ BACKOFF_MAX_S = 1.0
 GIVE_UP_S = 10.0  # refused this long without a break, after the target had answered: it is gone
 DRAIN_S = 2.0  # how long a detached response may take to end before its connection is closed
 DRAIN_HOLD_S = 0.05  # how long a request may wait for a draining connection before opening a new one
+# an idle connection the server closed this soon after it came back to the pool was closed because of the
+# response (llama-server), not by an idle timeout (uvicorn's 5 s): the pool then stops reusing connections
+CLOSED_AFTER_RESPONSE_S = 0.1
 
 
 class HTTPError(Exception):
@@ -182,6 +186,8 @@ class Connection(ResponseParsing, asyncio.Protocol):
         self._now = 0  # when the read being parsed arrived
         self._complete = False
         self._after: Callable[[Connection], None] | None = None  # called when a detached body ends
+        self.released_ns = 0  # when it last came back to the pool idle
+        self.closed_ns = 0  # when the close was read
 
     # asyncio.Protocol --------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -189,6 +195,7 @@ class Connection(ResponseParsing, asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.closed_ns = perf_counter_ns()
         after, self._after = self._after, None
         if after is not None:  # a detached body that drained to a close or reset: hand it back now
             self._busy = False
@@ -231,6 +238,21 @@ class Connection(ResponseParsing, asyncio.Protocol):
     @property
     def reusable(self) -> bool:
         return not self.closed and self.keep_alive and not self._busy
+
+    def peer_closed(self) -> bool:
+        """Whether the idle socket is readable now (one poll, no wait): the peer's close, or bytes nobody asked for.
+
+        A server may close a keep-alive connection right after a response (llama.cpp's llama-server
+        closes it after every streamed one while its headers say keep-alive): the close reaches the
+        socket a few microseconds after the body's last byte, before the event loop has read it, so a
+        request sent at once on it would be lost. Either way the connection is not reused.
+        """
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is None:
+            return False
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
 
     @property
     def draining(self) -> bool:
@@ -346,6 +368,9 @@ class Pool:
         self._uncounted: set[Connection] = set()  # draining past DRAIN_HOLD_S: no longer counted in _open
         self.refusals = Refusals()
         self.unended = 0  # bodies detached at [DONE] that never ended by their framing (closed, reset, held)
+        # the server closed a kept-alive connection right after a response: from then on each request gets a
+        # new one (llama-server closes after every streamed response, µs after its last byte: a reuse races it)
+        self.peer_closes = False
         # https: the caller's context (backends/http_policy.py, shared with aiohttp), else the system's trust
         self._ssl: ssl_module.SSLContext | None = (ssl_context or ssl_module.create_default_context()) if endpoint.tls else None
 
@@ -354,8 +379,11 @@ class Pool:
         while True:
             while self._idle:
                 conn = self._idle.pop()
-                if conn.reusable:
+                if conn.reusable and not conn.peer_closed():
                     return conn, None
+                closed_at = conn.closed_ns if conn.closed else perf_counter_ns()  # read, or waiting in the socket
+                if conn.keep_alive and closed_at - conn.released_ns < CLOSED_AFTER_RESPONSE_S * 1e9:
+                    self.peer_closes = True
                 self._drop(conn)
             if self._open < self.limit:
                 return await self._connect()
@@ -411,7 +439,8 @@ class Pool:
         whose body did not end by its own framing is never reused: where the next response
         would begin is unknown.
         """
-        if conn.reusable:
+        if conn.reusable and not self.peer_closes:
+            conn.released_ns = perf_counter_ns()
             self._idle.append(conn)
         elif conn.unended:  # [DONE], then a close or reset before the pool even had it back
             self.unended += 1
@@ -439,8 +468,9 @@ class Pool:
         self._draining.discard(conn)
         counted = conn not in self._uncounted
         self._uncounted.discard(conn)
-        if conn.reusable and (counted or self._open < self.limit):
+        if conn.reusable and not self.peer_closes and (counted or self._open < self.limit):
             self._open += not counted
+            conn.released_ns = perf_counter_ns()
             self._idle.append(conn)
         else:
             self.unended += conn.closed

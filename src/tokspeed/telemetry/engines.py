@@ -135,14 +135,20 @@ ENGINES: tuple[EngineMetrics, ...] = (
         counters=("tgi_request_count_total", "tgi_request_success_total"),
         gauges=("tgi_batch_current_max_tokens",),
     ),
+    # as llama-server (llama-cpp-python 0.3.36's vendored llama.cpp, tools/server/server-task.cpp) serves them:
+    # prompt_tokens_total leaves out the tokens reused from a slot's cache, counted in prompt_tokens_cached_total;
+    # the *_seconds_total are the slots' summed prefill and decode time. kv_cache_usage_ratio and kv_cache_tokens
+    # are older builds' (the current one serves no KV-cache figure). Spec-decode counters as vLLM's, same names.
     EngineMetrics(
         engine="llamacpp",
         prefix="llamacpp:",
         running=("llamacpp:requests_processing",),
         waiting=("llamacpp:requests_deferred",),
         kv_usage=("llamacpp:kv_cache_usage_ratio",),
-        counters=("llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total"),
-        gauges=("llamacpp:kv_cache_tokens",),
+        counters=("llamacpp:prompt_tokens_total", "llamacpp:prompt_tokens_cached_total", "llamacpp:prompt_seconds_total",
+                  "llamacpp:tokens_predicted_total", "llamacpp:tokens_predicted_seconds_total", "llamacpp:n_decode_total"),
+        gauges=("llamacpp:kv_cache_tokens", "llamacpp:n_busy_slots_per_decode"),
+        spec_decode=_spec_names("llamacpp:"),
     ),
 )
 

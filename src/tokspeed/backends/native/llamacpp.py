@@ -3,8 +3,10 @@
 Stream: `data: {"content":"<text>","stop":false,...}` per token; the last event has `"stop":true`,
 `stop_type` (older builds: `stopped_eos`/`stopped_word`/`stopped_limit` flags), `tokens_predicted`, `tokens_evaluated` and `timings` in ms (floats): `prompt_n`,
 `prompt_ms` (prompt processing up to the first token), `predicted_n`, `predicted_ms` (generation
-from the first token to the last). They become `prefill_ms`, `decode_ms`, `prompt_tokens` and
-`output_tokens`. llama.cpp reports no queue time: a request waiting for a free slot shows up in
+from the first token to the last), `cache_n`. They become `prefill_ms`, `decode_ms`, `prompt_tokens` and
+`output_tokens`. `prompt_n` counts only the tokens the server processed: with its prompt cache (on by
+default) a prompt sharing a prefix with the slot's last one has `cache_n` tokens reused, so the prompt's
+length is `tokens_evaluated` (the whole prompt), or prompt_n + cache_n. llama.cpp reports no queue time: a request waiting for a free slot shows up in
 tokspeed's `network_ms`.
 """
 
@@ -67,7 +69,7 @@ class LlamaCpp(NativeProtocol):
         put_ms(state, "prefill_ms", timings.get("prompt_ms"))
         put_ms(state, "decode_ms", timings.get("predicted_ms"))
         state.output_tokens = put_count(state, "output_tokens", timings.get("predicted_n", obj.get("tokens_predicted")))
-        state.prompt_tokens = put_count(state, "prompt_tokens", timings.get("prompt_n", obj.get("tokens_evaluated")))
+        state.prompt_tokens = put_count(state, "prompt_tokens", _whole_prompt(obj, timings))
 
     def info_path(self, model: str | None) -> str | None:
         return "/props"
@@ -83,3 +85,13 @@ class LlamaCpp(NativeProtocol):
 
     def version_from(self, info: Any) -> str | None:
         return f"llama.cpp {info['build_info']}" if isinstance(info, dict) and info.get("build_info") else None
+
+
+def _whole_prompt(obj: dict[str, Any], timings: dict[str, Any]) -> object:
+    """The prompt's length: `tokens_evaluated`, else prompt_n + cache_n (prompt_n alone leaves out the cached part)."""
+    if obj.get("tokens_evaluated") is not None:
+        return obj["tokens_evaluated"]
+    n, cached = timings.get("prompt_n"), timings.get("cache_n", 0)
+    if isinstance(n, int) and isinstance(cached, int):
+        return n + cached
+    return n
