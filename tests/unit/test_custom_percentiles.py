@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tokspeed.metrics import summarize
+from tokspeed.metrics import parse_slo, summarize
 from tokspeed.metrics.cooldown import cooldown, cooldown_cut
 from tokspeed.records import RequestRecord, Status
-from tokspeed.stats.distribution import parse_percentiles, percentile_name
+from tokspeed.errors import ConfigError
+from tokspeed.stats.distribution import parse_percentiles, percentile_name, quantile_of_name
 
 MS = 1_000_000
 
@@ -116,3 +117,24 @@ def test_cooldown_needs_one_iteration() -> None:
                                       sent_ns=r.sent_ns, first_token_ns=r.first_token_ns, end_ns=r.end_ns,
                                       chunk_ns=r.chunk_ns, output_tokens=r.output_tokens) for r in records[20:]]
     assert cooldown(two, 0.1, lambda rs: summarize(rs)) is None
+
+
+def test_percentile_names_map_back_to_their_percentile() -> None:
+    qs = np.round(np.arange(0.01, 100, 0.01), 2)
+    assert all(quantile_of_name(percentile_name(float(q))) == float(q) for q in qs)
+    assert [quantile_of_name(x) for x in ("mean", "max", "p", "p0", "p100", "p05", "pabc")] == [None] * 7
+
+
+def test_an_slo_on_any_percentile_is_held_by_that_percentile_of_the_records() -> None:
+    """`itl_p75_ms<=20` computes p75 without --percentiles and judges the run on it (numpy on the records)."""
+    records = _records()
+    ttft = np.array([(r.first_token_ns - r.sent_ns) / MS for r in records])
+    p75 = float(np.percentile(ttft, 75))
+    slos = [parse_slo(f"ttft_p75_ms<={p75 + 0.5}"), parse_slo(f"ttft_p75_ms<={p75 - 0.5}"), parse_slo("e2e_p9999_ms<=1e9")]
+    s = summarize(records, slos)
+    assert [r.met for r in s.slo] == [True, False, True]
+    assert s.slo[0].observed == pytest.approx(p75, rel=1e-12) and s.slo[0].kind == "percentile"
+    assert slos[0].quantile == 75.0 and slos[0].per_request_form() == parse_slo(f"ttft_ms<={p75 + 0.5}")
+    with pytest.raises(ConfigError) as refused:
+        parse_slo("ttft_p100_ms<=5")
+    assert "any percentile" in (refused.value.hint or "")

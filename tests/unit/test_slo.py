@@ -27,8 +27,10 @@ def test_parse_names_and_kinds(text: str, name: str, kind: str) -> None:
 
 
 def test_unknown_name_is_a_config_error() -> None:
-    with pytest.raises(ConfigError):
-        parse_slo("ttft_p42_ms<=1")
+    for bad in ("ttft_p100_ms<=1", "ttft_p0_ms<=1", "ttft_median_ms<=1", "latency_p99_ms<=1"):
+        with pytest.raises(ConfigError):
+            parse_slo(bad)
+    assert parse_slo("ttft_p42_ms<=1").quantile == 42.0  # any percentile is a stat
 
 
 def test_percentile_slo_implies_its_per_request_threshold() -> None:

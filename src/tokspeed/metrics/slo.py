@@ -4,7 +4,8 @@ An SLO is a metric name, an operator and a value. Names follow
 `<metric>_<stat>_<unit>`:
 
 * with a stat (`ttft_p99_ms<=500`) it is a *percentile SLO*, held by the run's
-  distribution (what capacity search holds);
+  distribution (what capacity search holds); any percentile may be named (`itl_p75_ms`,
+  `e2e_p9999_ms`): the summary then computes it, as if given to --percentiles;
 * without one (`ttft_ms<=500`) it is a *per-request SLO*, applied to each
   request; goodput counts completed requests that meet every per-request
   threshold. A percentile SLO implies its per-request threshold for goodput
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tokspeed.errors import ConfigError
+from tokspeed.stats.distribution import quantile_of_name
 
 STATS = ("mean", "stdev", "min", "p50", "p90", "p95", "p99", "p999", "max")
 # per-request metric name -> unit suffix
@@ -81,6 +83,11 @@ class SLO:
             return "run"
         return "per_request" if self.stat is None else "percentile"
 
+    @property
+    def quantile(self) -> float | None:
+        """The percentile of a percentile SLO's stat (99.0 for `p99`, 75.0 for `p75`); None otherwise."""
+        return quantile_of_name(self.stat) if self.stat else None
+
     def per_request_form(self) -> SLO | None:
         """The per-request threshold this SLO implies for goodput, or None.
 
@@ -128,10 +135,10 @@ def parse_slo(text: str) -> SLO:
         middle = name[len(prefix) : len(name) - len(suffix)]
         if middle == "" and name == f"{metric}_{unit}":
             return SLO(metric=metric, stat=None, unit=unit, op=op, value=value)
-        if middle in STATS:
+        if middle in STATS or quantile_of_name(middle) is not None:
             return SLO(metric=metric, stat=middle, unit=unit, op=op, value=value)
     known = ", ".join(f"{m}[_STAT]_{u}" for m, u in PER_REQUEST.items())
     raise ConfigError(
         f"unknown SLO metric {name!r}",
-        hint=f"use one of {known} (STAT in {', '.join(STATS)}) or {', '.join(RUN_LEVEL)}",
+        hint=f"use one of {known} (STAT in {', '.join(STATS)}, or any percentile: p75, p9999) or {', '.join(RUN_LEVEL)}",
     )

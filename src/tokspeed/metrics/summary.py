@@ -111,7 +111,9 @@ class SummaryBuilder:
     def __init__(self, slos: Sequence[SLO] = (), target_rate: float | None = None, turns: int | None = None,
                  percentiles: Sequence[float] = ()) -> None:
         self._slos = tuple(slos)
-        self._extra = extra_percentiles(percentiles)
+        # the SLOs' own percentiles too (`itl_p75_ms<=20` needs p75 whether or not --percentiles asked for it)
+        wanted = [*percentiles, *(q for q in (slo.quantile for slo in slos) if q is not None)]
+        self._extra = extra_percentiles(wanted)
         self._thresholds = implied_thresholds(self._slos)
         self._target_rate = target_rate
         self._turns = turns

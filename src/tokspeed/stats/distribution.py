@@ -238,6 +238,24 @@ def percentile_name(q: float) -> str:
     return "p" + (text.replace(".", "") if q >= 10.0 else text.replace(".", "_"))
 
 
+def quantile_of_name(stat: str) -> float | None:
+    """The percentile a stat name such as `p75`, `p999` (99.9) or `p0_1` (0.1) stands for; None for
+    any other name. The inverse of `percentile_name`."""
+    if not stat.startswith("p") or len(stat) < 2:
+        return None
+    body = stat[1:]
+    if "_" in body:
+        whole, _, frac = body.partition("_")
+        text = f"{whole}.{frac}" if whole.isdigit() and len(whole) == 1 and frac.isdigit() else ""
+    else:
+        text = (body if len(body) == 1 else f"{body[:2]}.{body[2:]}") if body.isdigit() and body[0] != "0" else ""
+    try:
+        q = float(text)
+    except ValueError:
+        return None
+    return q if 0.0 < q < 100.0 and percentile_name(q) == stat else None
+
+
 def parse_percentiles(text: str | Sequence[float | str]) -> tuple[float, ...]:
     """`50,90,99,99.9` (or a list) → (50.0, 90.0, 99.0, 99.9): sorted, without repeats; ValueError for
     anything not a number in (0, 100)."""
