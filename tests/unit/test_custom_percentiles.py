@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tokspeed.errors import ConfigError
 from tokspeed.metrics import parse_slo, summarize
 from tokspeed.metrics.cooldown import cooldown, cooldown_cut
 from tokspeed.records import RequestRecord, Status
-from tokspeed.errors import ConfigError
 from tokspeed.stats.distribution import parse_percentiles, percentile_name, quantile_of_name
 
 MS = 1_000_000
