@@ -12,7 +12,6 @@ The sentence reads like hyperfine's: `pr: TTFT p50 1.42 ± 0.05× lower than mai
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from tokspeed.compare.comparison import CompareSettings, Metric, Test, Verdict
@@ -27,7 +26,7 @@ class Evidence:
     test: Test
     note: str | None = None  # why there is no test, when there is none
     p_adjusted: float | None = None  # over the benchmark's metrics; the verdict's p when set
-    noise_floor: float | None = None  # single runs: a factor (≥ 1) of change below 1 + it is inconclusive
+    noise_floor: float | None = None  # single runs: a change whose factor (`orient`) is below 1 + it is inconclusive
     noise_floor_ms: float | None = None  # single runs: |other − base| below it is inconclusive
     noise_basis: str | None = None  # the floors in words
 
@@ -61,16 +60,11 @@ def verdict(f: Finding, cfg: CompareSettings) -> Verdict:
         return "no significant difference"
     if f.ratio is not None and abs(f.ratio - 1.0) < cfg.min_effect:
         return "negligible"
-    if e.noise_floor is not None and f.ratio is not None and _factor(f.ratio) - 1.0 < e.noise_floor:
+    if e.noise_floor is not None and f.ratio and f.ratio > 0 and orient(f.ratio, None)[0] - 1.0 < e.noise_floor:
         return "inconclusive"
     if e.noise_floor_ms is not None and abs(delta) < e.noise_floor_ms:
         return "inconclusive"
     return "better" if (delta < 0) == (f.metric.better == "lower") else "worse"
-
-
-def _factor(ratio: float) -> float:
-    """The ratio as a factor ≥ 1 (0.5× and 2× are the same size of change)."""
-    return ratio if ratio >= 1.0 else (1.0 / ratio if ratio > 0 else math.inf)
 
 
 def word(m: Metric, v: Verdict) -> str:

@@ -22,6 +22,7 @@ import numpy as np
 
 from tokspeed.diagnosis.context import PointData, pct
 from tokspeed.diagnosis.thresholds import Thresholds
+from tokspeed.metrics.fit import LinearFit
 from tokspeed.results.findings import Finding
 
 BIMODAL_ADVICE = (
@@ -48,7 +49,11 @@ def ttft_tail(p: PointData, t: Thresholds) -> list[Finding]:
 
 
 def _explained_by_prompts(p: PointData, t: Thresholds) -> bool:
-    fit = p.digest.prefill.fit()
+    return _explains(p.digest.prefill.fit(), t)
+
+
+def _explains(fit: LinearFit, t: Thresholds) -> bool:
+    """Whether the TTFT-vs-prompt line explains TTFT: a positive slope with r² ≥ `prefill_r2`."""
     return bool(fit.slope_ms_per_1k_tokens and fit.slope_ms_per_1k_tokens > 0 and fit.r2 is not None
                 and fit.r2 >= t.prefill_r2)
 
@@ -107,9 +112,7 @@ def _tail(p: PointData, v: np.ndarray, t: Thresholds) -> Finding | None:
 
 def _prompts_p99_ttft(p: PointData, t: Thresholds) -> float | None:
     """The TTFT the prompt-length line predicts for the p99 prompt, when the line explains TTFT."""
-    if not _explained_by_prompts(p, t):
-        return None
     fit, tokens = p.digest.prefill.fit(), p.bench.summary.input_tokens.p99
-    if tokens is None or fit.slope_ms_per_1k_tokens is None or fit.intercept_ms is None:
+    if not _explains(fit, t) or tokens is None or fit.slope_ms_per_1k_tokens is None or fit.intercept_ms is None:
         return None
     return fit.intercept_ms + fit.slope_ms_per_1k_tokens * tokens / 1000
