@@ -74,16 +74,18 @@ def test_an_open_loop_rate_beyond_the_server_is_server_bound(start_sim: Callable
 
 
 def test_a_queueing_server_is_diagnosed_from_its_metrics(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
-    sim = start_sim("--ttft-ms", "5", "--itl-ms", "2", "--max-concurrency", "1")  # 8 streams, 1 slot: 7 wait
+    """8 streams, 1 slot: 7 wait in the steady state, 6..0 in the drain. Telemetry samples every 0.25 s, so the
+    run lasts ~2.5 s (120 requests of ~20 ms): with 40 (0.8 s, 3-4 samples) one drain sample made the mean 3.0 (CI); 120 gave 5.4."""
+    sim = start_sim("--ttft-ms", "5", "--itl-ms", "2", "--max-concurrency", "1")
     out = tmp_path / "r"
-    p = run_cli("run", "--target", sim.url, "--concurrency", "8", "--requests", "40", "--max-tokens", "8",
+    p = run_cli("run", "--target", sim.url, "--concurrency", "8", "--requests", "120", "--max-tokens", "8",
                 "--out", str(out), "--plain")
     assert p.returncode == 0, p.stderr
     run = load_json(out / "run.json")
     if not ((run["benchmarks"][0].get("telemetry") or {}).get("server")):
         pytest.skip("no server telemetry in this build: the sim's /metrics was not scraped")
     (queue,) = [f for f in run["diagnosis"] if f["rule"] == "ttft_queueing"]
-    assert queue["evidence"]["server_waiting_mean"] > 3 and queue["benchmark"] == 0
+    assert queue["evidence"]["server_waiting_mean"] > 3 and queue["benchmark"] == 0, queue["evidence"]
     assert "ttft_queueing" in p.stdout and "--max-num-seqs" in run_cli("diagnose", str(out)).stdout
 
 
