@@ -75,7 +75,8 @@ def test_an_open_loop_rate_beyond_the_server_is_server_bound(start_sim: Callable
 
 def test_a_queueing_server_is_diagnosed_from_its_metrics(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
     """8 streams, 1 slot: 7 wait in the steady state, 6..0 in the drain. Telemetry samples every 0.25 s, so the
-    run lasts ~2.5 s (120 requests of ~20 ms): with 40 (0.8 s, 3-4 samples) one drain sample made the mean 3.0 (CI); 120 gave 5.4."""
+    run lasts ~2.5 s (120 requests of ~20 ms): with 40 (0.8 s, 3-4 samples) one drain sample made the mean
+    exactly 3.0 on CI; 120 gave 5.4."""
     sim = start_sim("--ttft-ms", "5", "--itl-ms", "2", "--max-concurrency", "1")
     out = tmp_path / "r"
     p = run_cli("run", "--target", sim.url, "--concurrency", "8", "--requests", "120", "--max-tokens", "8",

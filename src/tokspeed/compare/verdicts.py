@@ -60,7 +60,7 @@ def verdict(f: Finding, cfg: CompareSettings) -> Verdict:
         return "no significant difference"
     if f.ratio is not None and abs(f.ratio - 1.0) < cfg.min_effect:
         return "negligible"
-    if e.noise_floor is not None and f.ratio and f.ratio > 0 and orient(f.ratio, None)[0] - 1.0 < e.noise_floor:
+    if e.noise_floor is not None and f.ratio is not None and f.ratio > 0 and orient(f.ratio, None)[0] - 1.0 < e.noise_floor:
         return "inconclusive"
     if e.noise_floor_ms is not None and abs(delta) < e.noise_floor_ms:
         return "inconclusive"

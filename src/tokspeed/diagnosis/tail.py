@@ -48,10 +48,6 @@ def ttft_tail(p: PointData, t: Thresholds) -> list[Finding]:
     return [found] if found else []
 
 
-def _explained_by_prompts(p: PointData, t: Thresholds) -> bool:
-    return _explains(p.digest.prefill.fit(), t)
-
-
 def _explains(fit: LinearFit, t: Thresholds) -> bool:
     """Whether the TTFT-vs-prompt line explains TTFT: a positive slope with r² ≥ `prefill_r2`."""
     return bool(fit.slope_ms_per_1k_tokens and fit.slope_ms_per_1k_tokens > 0 and fit.r2 is not None
@@ -69,7 +65,7 @@ def _bimodal(p: PointData, v: np.ndarray, t: Thresholds) -> Finding | None:
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = np.where(lower > 0, upper / lower, 0.0)
     k = int(np.argmax(ratios))
-    if ratios[k] < t.bimodal_ratio or upper[k] - lower[k] < t.bimodal_min_gap_ms or _explained_by_prompts(p, t):
+    if ratios[k] < t.bimodal_ratio or upper[k] - lower[k] < t.bimodal_min_gap_ms or _explains(p.digest.prefill.fit(), t):
         return None
     split = edge + k  # v[:split] the fast mode, v[split:] the slow one
     fast, slow = v[:split], v[split:]
