@@ -78,6 +78,18 @@ def test_one_bad_night_in_the_history_does_not_hide_a_regression() -> None:
     assert j.outliers == (300.0,) and j.n == 8
 
 
+def test_a_run_within_min_change_of_the_median_is_never_an_outlier() -> None:
+    """Near-identical runs have a tiny MAD: two runs a loaded machine made ~10% slower were cut as outliers,
+    leaving too few to judge, though --min-change 50% says a 10% change does not matter."""
+    history = [40.0, 40.1, 40.05, 44.0, 45.0, 40.02]
+    assert judge(40.1, history, "lower", 0.01).outliers == (44.0, 45.0)
+    j = judge(40.1, history, "lower", 0.01, CheckSettings(min_change=0.5))
+    assert j.outliers == () and j.n == 6 and j.verdict == "ok"
+    assert judge(41.0, history, "lower", 0.01, CheckSettings(min_change=0.5, min_history=5)).n == 6
+    # a bad night beyond the floor is still cut
+    assert judge(40.1, [*history, 90.0], "lower", 0.01, CheckSettings(min_change=0.5)).outliers == (90.0,)
+
+
 def test_min_change_is_a_floor_of_practical_significance() -> None:
     history = [100.0, 100.1, 99.9, 100.05, 99.95, 100.0]
     assert judge(102.0, history, "lower", 0.01).verdict == "regression"

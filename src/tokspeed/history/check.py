@@ -9,7 +9,10 @@ the bar, not a fixed percentage:
    them is multiplicative, and a ratio is what "10% slower" means.
 2. History values farther than `outlier_mads` scaled median absolute deviations from the
    history's median are left out (and named), so one bad night cannot widen the interval for
-   weeks. Under normal noise the cut removes almost nothing (5 MADs ≈ 5 σ).
+   weeks. Under normal noise the cut removes almost nothing (5 MADs ≈ 5 σ). A value within
+   `min_change` of the median is never cut: a history of near-identical runs has a tiny MAD, and
+   a run a loaded machine made 5% slower is no "bad night" when 50% is the change that matters
+   (cutting it would also leave too few runs to judge).
 3. With the n remaining values' mean m and standard deviation s, a new value y from the same
    process satisfies (y − m) / (s·√(1 + 1/n)) ~ Student t with n − 1 degrees of freedom. The
    one-sided p-value in the metric's worse direction (higher latency, lower throughput) is
@@ -113,7 +116,8 @@ def judge(value: float, history: Sequence[float], better: Direction, alpha: floa
     log_scale = bool(value > 0 and raw.size and np.all(raw > 0))
     y = math.log(value) if log_scale else float(value)
     xs = np.log(raw) if log_scale else raw
-    inside = _inside(xs, settings.outlier_mads)
+    floor = (math.log1p(settings.min_change) if log_scale else settings.min_change) if settings.min_change > 0 else 0.0
+    inside = _inside(xs, settings.outlier_mads, floor)
     kept = xs[inside]
     dropped = tuple(float(v) for v in raw[~inside])
     n = int(kept.size)
@@ -169,15 +173,16 @@ def _t_quantile(q: float, df: int) -> float:
     return float(stdtrit(df, q))
 
 
-def _inside(xs: np.ndarray, mads: float) -> np.ndarray:
-    """Which values lie within `mads` scaled MADs of the median (all of them when the MAD is 0)."""
+def _inside(xs: np.ndarray, mads: float, floor: float = 0.0) -> np.ndarray:
+    """Which values lie within `mads` scaled MADs of the median, or within `floor` of it (all of them when
+    the MAD is 0)."""
     if xs.size < 3 or not math.isfinite(mads):
         return np.ones(xs.size, dtype=bool)
     med = float(np.median(xs))
     mad = float(np.median(np.abs(xs - med))) * MAD_SCALE
     if mad == 0:
         return np.ones(xs.size, dtype=bool)
-    return np.asarray(np.abs(xs - med) <= mads * mad)
+    return np.asarray(np.abs(xs - med) <= max(mads * mad, floor))
 
 
 def check(runs: Sequence[RunEntry], newest: RunEntry, metrics: Sequence[str],
