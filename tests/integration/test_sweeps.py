@@ -125,7 +125,6 @@ def test_auto_sweeps_saturated_point_is_what_the_k_slot_server_sustains(
     throughput is what the server completed in its steady window (its log), within 4%, never above that
     ceiling, and the open-loop rates are spread up to it (not up to completions over a window holding the
     drain, nor a steady window of 36 requests that read 103 of 96 req/s)."""
-    import queue_truth
     from tokspeed.load.sweep import spread
 
     sim = start_sim("--ttft-ms", "8", "--itl-ms", "2", "--max-concurrency", "4")

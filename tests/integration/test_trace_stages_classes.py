@@ -13,6 +13,7 @@ What is asserted, and why these bounds (a shared 2-core machine runs client and 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -172,12 +173,12 @@ def test_concurrency_stages_change_the_closed_loop_width(start_sim: Callable[...
     first = min(p.c("scheduled_ns") for p in ps)
     windows = {"a": (0.0, 0.8, 2), "b": (0.8, 1.6, 5), "c": (1.6, 2.4, 1)}
     spans = [(p.sim["received_ns"], p.sim["end_ns"]) for p in ps]
-    order = list(windows)
+    rank = {name: i for i, name in enumerate(windows)}
     # the boundary's drain ends when the server has answered every request of the stages before (on a loaded
     # machine that can be well past a fixed 0.1 s: CI once held 5 at t = lo + 0.1 s of the width-1 stage)
-    drained = {name: max((p.sim["end_ns"] for p in ps if order.index(p.client["stage"]) < i), default=0)
-               for i, name in enumerate(order)}
-    checked = dict.fromkeys(order, 0)
+    drained = {name: max((p.sim["end_ns"] for p in ps if rank[p.client["stage"]] < i), default=0)
+               for name, i in rank.items()}
+    checked = dict.fromkeys(windows, 0)
     for p in ps:
         stage = p.client["stage"]
         lo, hi, width = windows[stage]
@@ -187,8 +188,8 @@ def test_concurrency_stages_change_the_closed_loop_width(start_sim: Callable[...
         if at >= drained[stage]:  # past the boundary's drain: the server never holds more than the width
             assert sum(1 for r, e in spans if r <= at < e) <= width, (stage, t)
             checked[stage] += 1
-    totals = {name: sum(1 for p in ps if p.client["stage"] == name) for name in order}
-    assert all(checked[name] >= totals[name] / 2 for name in order), (checked, totals)
+    totals = Counter(p.client["stage"] for p in ps)
+    assert all(checked[name] >= totals[name] / 2 for name in windows), (checked, totals)
     e2e = np.median([e - r for r, e in spans]) / 1e9
     for name, (lo, hi, width) in windows.items():
         s = bench["stages"][name]["summary"]

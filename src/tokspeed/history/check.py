@@ -116,7 +116,7 @@ def judge(value: float, history: Sequence[float], better: Direction, alpha: floa
     log_scale = bool(value > 0 and raw.size and np.all(raw > 0))
     y = math.log(value) if log_scale else float(value)
     xs = np.log(raw) if log_scale else raw
-    floor = (math.log1p(settings.min_change) if log_scale else settings.min_change) if settings.min_change > 0 else 0.0
+    floor = math.log1p(settings.min_change) if log_scale else settings.min_change  # 0 without a floor
     inside = _inside(xs, settings.outlier_mads, floor)
     kept = xs[inside]
     dropped = tuple(float(v) for v in raw[~inside])
