@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tokspeed.cli import main
-from tokspeed.cli.history_cmd import checked_metrics, moment
+from tokspeed.cli.history_cmd import _fraction, checked_metrics, moment
 from tokspeed.errors import ConfigError
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
@@ -48,3 +48,10 @@ def test_an_empty_catalogue_lists_nothing_and_check_says_so(tmp_path: Path, caps
     assert "No runs in the catalogue" in capsys.readouterr().out
     assert main(["history", "check", "ttft_p99_ms", "--catalog", cat]) == 1
     assert "no catalogued run" in capsys.readouterr().err
+
+
+def test_min_change_takes_a_percentage_or_a_fraction_and_says_so_when_out_of_range() -> None:
+    assert _fraction("50%") == 0.5 and _fraction("0.05") == 0.05
+    with pytest.raises(ConfigError, match="between 0% and 1000%, not 50") as err:
+        _fraction("50")  # 5000%: a bare number is a fraction (it said "must be at least 0%")
+    assert "0.5 or 50%" in (err.value.hint or "")

@@ -278,7 +278,8 @@ def _fraction(text: str) -> float:
     except ValueError as exc:
         raise ConfigError(f"--min-change {text!r} is not a percentage", hint="e.g. --min-change 5%") from exc
     if not 0 <= value < 10:
-        raise ConfigError(f"--min-change must be at least 0%, not {text}")
+        raise ConfigError(f"--min-change must be between 0% and 1000%, not {text}",
+                          hint="a bare number is a fraction: --min-change 0.5 or 50% is a 50% change")
     return value
 
 
