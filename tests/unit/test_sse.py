@@ -112,3 +112,10 @@ def test_any_split_any_newline_gives_the_same_events(
     # a payload starting with a space loses exactly one leading space (the spec)
     expected = [e for e in events]
     assert decode_all(split_every(raw, cuts)) == expected
+
+
+def test_a_byte_order_mark_at_the_start_is_dropped_and_blank_looking_lines_are_not_malformed() -> None:
+    d = SSEDecoder()
+    assert d.feed(b"\xef\xbb\xbfdata: 1\n\n") == [b"1"]
+    assert d.feed(b"  \n\t\ndata: 2\n\n") == [b"2"] and d.malformed is None
+    assert d.feed(b"\xef\xbb\xbfdata: 3\n\n") == [] and d.malformed is not None  # only the stream's first bytes

@@ -22,11 +22,11 @@ USAGE_2 = b'data: {"id":"c1","choices":[],"usage":{"prompt_tokens":3,"completion
 DONE = b"data: [DONE]\n\n"
 
 
-def outcome(reads: list[bytes]) -> RequestRecord:
+def outcome(reads: list[bytes], headers: dict[str, str] | None = None) -> RequestRecord:
     record = RequestRecord(index=0, iteration=1, warmup=False, scheduled_ns=0, sent_ns=1)
     backend = OpenAIHTTPBackend("http://127.0.0.1:9/v1")
     response = backend.response(record, keep_text=True)
-    response.on_head(200, {"content-type": "text/event-stream"})
+    response.on_head(200, headers or {"content-type": "text/event-stream"})
     now = 1
     for read in reads:  # as the connection delivers them, one call per network read
         now += 1000
@@ -129,3 +129,20 @@ def test_done_without_any_finish_reason_is_ok_but_flagged_as_possibly_cut_short(
     r = outcome([chunk("a"), chunk("b"), DONE])
     assert r.status is Status.OK and r.anomalies == [Anomaly.MISSING_FINISH_REASON.value]
     assert outcome([chunk("a"), chunk("b", "length"), DONE]).anomalies is None
+
+
+def test_what_the_sse_standard_tolerates_is_read_as_a_clean_stream() -> None:
+    """A byte order mark, lines of only spaces, an empty `data:` and `[DONE] ` with a trailing space."""
+    r = outcome([b"\xef\xbb\xbf" + chunk("a"), b"   \n\t\n", b"data:\n\n", b"data: \n\n", chunk("b", "length"),
+                 USAGE_2, b"data: [DONE] \n\n"])
+    assert r.status is Status.OK and r.anomalies is None, (r.error, r.anomalies)
+    assert len(r.chunk_ns) == 2 and r.output_tokens == 2
+
+
+def test_a_compressed_body_is_a_protocol_error_that_names_its_encoding() -> None:
+    import gzip
+
+    body = gzip.compress(chunk("a", "length") + DONE)
+    r = outcome([body], {"content-type": "text/event-stream", "content-encoding": "gzip"})
+    assert r.status is Status.ERROR and r.error_kind is ErrorKind.PROTOCOL
+    assert r.error is not None and "gzip-compressed" in r.error and "Accept-Encoding: identity" in r.error

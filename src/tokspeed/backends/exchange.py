@@ -343,6 +343,34 @@ def fail(record: RequestRecord, status: Status, kind: ErrorKind | None, message:
         record.end_ns = perf_counter_ns()
 
 
+def body_encoding(headers: dict[str, str]) -> str | None:
+    """An answer's Content-Encoding when it is not plain (gzip, br, ...); None for none or identity."""
+    encoding = headers.get("content-encoding", "").strip().lower()
+    return encoding if encoding and encoding != "identity" else None
+
+
+def fail_encoded(record: RequestRecord, encoding: str, now: int) -> None:
+    """A 2xx answer whose body is compressed although the request asked for none."""
+    fail(record, Status.ERROR, ErrorKind.PROTOCOL,
+         f"the server sent a {encoding}-compressed body although the request asked for none (Accept-Encoding: "
+         "identity); tokspeed reads uncompressed bodies only: turn compression off for this route (a proxy's gzip "
+         "setting, say)")
+    record.end_ns = now
+
+
+def unparsed_event(data: bytes, record: RequestRecord, now: int) -> bool | None:
+    """A streamed event that orjson refused. None: an empty `data:` (the SSE standard dispatches it;
+    nothing to read, skip it). True: `[DONE]` with white space around it, the stream's end. False:
+    bad JSON, and the request failed at `now`. Off the per-token path: only a refused payload gets here."""
+    stripped = data.strip()
+    if not stripped:
+        return None
+    if stripped == DONE:
+        return True
+    bad_json(record, data, now)
+    return False
+
+
 def bad_json(record: RequestRecord, data: bytes, now: int) -> None:
     """A streamed event that is not JSON: the request failed at `now`."""
     fail(record, Status.ERROR, ErrorKind.PROTOCOL, f"bad JSON in stream: {data[:RAW_KEEP]!r}")

@@ -46,17 +46,19 @@ from tokspeed.backends.exchange import (
     Response,
     as_count,
     bad_event,
-    bad_json,
     bad_shape,
+    body_encoding,
     cannot_reach,
     error_message,
     error_object_text,
     fail,
+    fail_encoded,
     joined,
     json_object,
     note,
     settle_tokens,
     stream_to_judge,
+    unparsed_event,
 )
 from tokspeed.backends.http1 import Endpoint, request_head
 from tokspeed.backends.http_policy import NO_REDIRECTS, is_redirect, redirected
@@ -300,7 +302,8 @@ class _Response(Response):
 
     def on_head(self, status: int, headers: dict[str, str]) -> None:
         self.status, self.headers = status, headers
-        if status < 300 and self.stream and headers.get("content-type", "").startswith("text/event-stream"):
+        if status < 300 and self.stream and headers.get("content-type", "").startswith("text/event-stream") \
+                and body_encoding(headers) is None:
             self.decoder = SSEDecoder()
 
     def on_body(self, data: bytes, now: int) -> None:
@@ -329,6 +332,8 @@ class _Response(Response):
         assert self.status is not None and self.end_ns is not None
         if self.status >= 300:  # 3xx too: a redirect is not followed
             self.fail_http()
+        elif (encoding := body_encoding(self.headers)) is not None:
+            fail_encoded(record, encoding, self.end_ns)
         elif self.decoder is not None:
             if self.over:
                 _end_of_stream(record, self.state, self.decoder, self.end_ns)
@@ -390,7 +395,10 @@ def _on_event(data: bytes, now: int, record: RequestRecord, state: _StreamState)
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError:
-        bad_json(record, data, now)
+        ended = unparsed_event(data, record, now)
+        if ended is None:
+            return False
+        state.done = ended
         return True
     if type(obj) is not dict:
         return False

@@ -8,7 +8,9 @@ of one event are joined with LF; a blank line ends an event; other fields
 `error` is not returned as data: its payload is kept in `error` (the first one) and decoding
 stops there, so a client can fail the request instead of reading on past the server's failure.
 A line naming no SSE field at all (the spec says: ignore it) is remembered in
-`malformed`, so a client can tell that data was lost rather than guess.
+`malformed`, so a client can tell that data was lost rather than guess; a line of only
+spaces or tabs is ignored without that mark (it can hold no data). One UTF-8 byte order mark
+at the very start of the stream is dropped, as the standard's decoder does.
 Events may be split across reads and one read may hold many events.
 
 This sits on the per-token path, so it works on bytes and allocates little.
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 _DATA = b"data"
 _EVENT = b"event"
 _IGNORED_FIELDS = (b"id", b"retry")
+_BOM = b"\xef\xbb\xbf"
 MALFORMED_KEEP = 80  # bytes of the first malformed line kept for the error message
 
 
@@ -41,8 +44,13 @@ class SSEDecoder:
     last_event_type: bytes = b""
     malformed: bytes | None = None
     error: bytes | None = None  # the data of the first `event: error` event (decoding stops there)
+    _started: bool = False  # a first read was fed (only it can start with a byte order mark)
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        if not self._started:
+            self._started = True
+            if chunk.startswith(_BOM):
+                chunk = chunk[3:]
         if not (self._tail or self._data or self._after_cr or self._event) and chunk.endswith(b"\n\n") and b"\r" not in chunk:
             if chunk.startswith(b"data: "):
                 # n events of one `data: ` line each, and no other line: split in C
@@ -110,5 +118,5 @@ class SSEDecoder:
             self._data.append(value)
         elif name == _EVENT:
             self._event = value
-        elif name not in _IGNORED_FIELDS and self.malformed is None:
+        elif name not in _IGNORED_FIELDS and self.malformed is None and line.strip(b" \t"):
             self.malformed = line[:MALFORMED_KEEP]

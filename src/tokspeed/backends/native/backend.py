@@ -30,16 +30,18 @@ from tokspeed.backends.exchange import (
     Response,
     as_count,
     bad_event,
-    bad_json,
     bad_shape,
+    body_encoding,
     cannot_reach,
     error_message,
     fail,
+    fail_encoded,
     joined,
     json_object,
     one_line,
     settle_tokens,
     stream_to_judge,
+    unparsed_event,
 )
 from tokspeed.backends.http1 import Endpoint, request_head
 from tokspeed.backends.http_policy import NO_REDIRECTS, is_redirect, redirected
@@ -180,7 +182,7 @@ class _NativeResponse(Response):
         self.status, self.headers = status, headers
         if self.record.response_id is None:  # native bodies carry no id; proxies and the simulator send this
             self.record.response_id = headers.get("x-request-id")
-        if status >= 300:
+        if status >= 300 or body_encoding(headers) is not None:
             return
         self.protocol.on_headers(headers, self.state)
         if not self.stream:
@@ -214,7 +216,10 @@ class _NativeResponse(Response):
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
-            bad_json(record, data, now)
+            ended = unparsed_event(data, record, now)
+            if ended is None:
+                return False
+            self.state.done = ended
             return True
         if type(obj) is not dict:
             return False
@@ -231,6 +236,8 @@ class _NativeResponse(Response):
         assert self.status is not None and self.end_ns is not None
         if self.status >= 300:  # 3xx too: a redirect is not followed
             self.fail_http()
+        elif (encoding := body_encoding(self.headers)) is not None:
+            fail_encoded(self.record, encoding, self.end_ns)
         elif self.decoder is not None:
             if not self.over:
                 self._flush()
