@@ -10,12 +10,25 @@ goes first, so it (~20 min) starts at once and the rest of the suite fills the o
 
 A scheduler of our own because `--dist loadgroup` cannot group here: pytest-xdist 3.8 tags a
 grouped test by rewriting `item._nodeid`, which pytest 9 no longer reads.
+
+The timing files (ALONE_FILES: tests that judge a latency, a rate or a capacity against a truth
+with tolerances of a few ms or per cent) run with the machine to themselves: each of their tests
+takes a lock that no test on the other worker holds at the same time. On a shared 2-core CI
+machine a neighbour (an engine, a Locust fleet, another simulator run) had broken them in ways no
+measured-noise allowance covered: a constant 100 req/s reached the server with gaps of 4.4-15.6 ms,
+a cancelled stream left three unread chunks behind, a capacity search wandered for 20 probes. It
+is a readers-writer lock on two files (flock, so a crashed worker releases it): every other test
+takes it shared, a timing test exclusive, and a waiting timing test holds a turnstile that keeps
+new shared holders out, so it is not starved. A whole test's protocol runs under the lock: the
+module-scoped servers a file's first test starts are set up inside it too.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
-from pathlib import PurePosixPath
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -29,6 +42,12 @@ SERIAL_FILES = frozenset({
     "test_llamacpp.py", "test_llama_server.py", "test_embedded.py", "test_locust.py", "test_capacity_truth.py",
 })
 SERIAL = "serial-chain"
+ALONE_FILES = frozenset({
+    "test_accuracy.py", "test_capacity_truth.py", "test_compare_truth.py",
+    "test_locust.py", "test_locust_pacing_sim.py", "test_measurement.py", "test_mix_cancel_sim.py",
+    "test_monitor_live.py", "test_percentiles_sim.py", "test_request_kinds_sim.py", "test_schedule.py",
+    "test_sweeps.py",
+})
 
 
 def _file_of(nodeid: str) -> str:
@@ -37,6 +56,41 @@ def _file_of(nodeid: str) -> str:
 
 def _in_chain(nodeid: str) -> bool:
     return PurePosixPath(_file_of(nodeid)).name in SERIAL_FILES
+
+
+def _alone(nodeid: str) -> bool:
+    return PurePosixPath(_file_of(nodeid)).name in ALONE_FILES
+
+
+def _lock_dir(config: pytest.Config) -> Path | None:
+    """A folder all workers of this run share (xdist's run id names it); None when not under xdist."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not run_id:
+        return None
+    d = Path(os.environ.get("TMPDIR", "/tmp")) / f"tokspeed-test-locks-{run_id}"
+    d.mkdir(exist_ok=True)
+    return d
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    d = _lock_dir(item.config)
+    if d is None:
+        yield
+        return
+    with open(d / "turnstile", "a") as turnstile, open(d / "machine", "a") as machine:
+        if _alone(item.nodeid):
+            fcntl.flock(turnstile, fcntl.LOCK_EX)  # new shared holders wait behind this one
+            fcntl.flock(machine, fcntl.LOCK_EX)  # until the other worker's test is done
+        else:
+            fcntl.flock(turnstile, fcntl.LOCK_SH)  # not while a timing test waits or runs
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+            fcntl.flock(machine, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(machine, fcntl.LOCK_UN)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
