@@ -68,10 +68,10 @@ def test_capacity_matches_the_steady_state_queue(
     found = cap["requests_per_s"]
     print(f"{arrival} {slo}: found {found:.2f} truth {truth:.2f} ({found / truth - 1:+.1%}) halves {halves[0]:.2f} "
           f"{halves[1]:.2f} ceiling {ceiling:.2f}, {len(cap['probes'])} probes")  # pytest -s shows the figures
-    # converged, or out of --max-time while confirming a bracket it had: near the answer a probe's p90 is noisy
+    # converged, or out of --max-time or of its probes while confirming a bracket it had: near the answer a probe's p90 is noisy
     # (a Poisson p90 at 80% load varies by ±30%), each flip costs a re-probe, and 16 probes of 21 s fill 6 min;
     # the answer is then fitted from the probes so far, and that answer is what is checked below
-    assert cap["stopped_by"] == "bracket" or (cap["stopped_by"] == "budget" and cap["high"] is not None), cap
+    assert cap["stopped_by"] == "bracket" or (cap["stopped_by"] in ("budget", "probes") and cap["high"] is not None), cap
     # within 5% of the truth; where the load drifted (halves up to 10% apart), of the span the truth and the
     # halves' answers cover: the probes near the answer ran at different times, each met one part of the drift
     low, high = min(truth, *halves), max(truth, *halves)
@@ -115,7 +115,7 @@ def test_ctrl_c_keeps_every_finished_probe_and_the_bracket(start_sim: Callable[.
     sim = start_sim(*SIM)
     out = tmp_path / "c"
     proc = subprocess.Popen([sys.executable, "-m", "tokspeed", "capacity", "--target", sim.url, *WORKLOAD,
-                             "--slo", "ttft_p99_ms<=50", "--start", "40", "--probe-duration", "1s", "--probe-warmup", "0",
+                             "--slo", "ttft_p99_ms<=200", "--start", "40", "--probe-duration", "1s", "--probe-warmup", "0",
                              "--no-telemetry", "--plain", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # until two probes are in run.json
@@ -128,4 +128,7 @@ def test_ctrl_c_keeps_every_finished_probe_and_the_bracket(start_sim: Callable[.
     cap = result["capacity"]
     assert result["status"] == "interrupted" and cap is not None, result["status"]
     assert cap["stopped_by"] == "interrupted" and len(cap["probes"]) >= 2
-    assert cap["value"] is not None and cap["probes"][0]["passed"]  # 40 req/s is well under the 100 the server serves
+    # 40 req/s is well under the 100 the server serves (its p99, the slowest of ~40 answers in a 1-s probe, is
+    # ~10 ms; 200 leaves room for a loaded machine's stall), and what the search kept is what its probes passed
+    assert cap["probes"][0]["passed"], cap["probes"]
+    assert cap["value"] == max(p["value"] for p in cap["probes"] if p["passed"]), cap

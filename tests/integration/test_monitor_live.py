@@ -176,7 +176,12 @@ def test_monitor_alerts_fire_resolve_and_survive_a_restart(
         assert float(fired["alerts"][0]["annotations"]["value"]) == pytest.approx(400, abs=40)
         m = scrape(metrics_url)
         assert m[alert_key("tokspeed_monitor_alert_firing", TTFT_ALERT)] == 1
-        assert 0.400 <= m[q("tokspeed_monitor_ttft_seconds", "1")] < 0.440
+        # the slowest TTFT in the window: at least the 400 ms asked, and late by at most what the simulator's own
+        # log says it was late (a loaded machine delayed its timer: 445 ms against a 440 ms bound once) plus 40 ms
+        slow_ttft_s = [(e["chunk_ns"][0] - e["received_ns"]) / 1e9 for e in sim.entries().values()
+                       if e["chunk_ns"] and e["chunk_ns"][0] - e["received_ns"] >= 0.4e9]
+        assert slow_ttft_s, "the simulator logged no slow answer"
+        assert 0.400 <= m[q("tokspeed_monitor_ttft_seconds", "1")] < max(slow_ttft_s) + 0.040, max(slow_ttft_s)
 
         # speed up: it resolves once the slow samples have left the 2 s window
         sped = time.monotonic()
