@@ -353,3 +353,27 @@ def test_runs_differing_in_target_or_lengths_are_flagged_with_what_that_undermin
     (lengths,) = [d for d in found if d.startswith("output tokens per request")]
     assert "mean 16 in main, 11 in pr (-31.2%)" in lengths and "E2E and throughput verdicts" in lengths
     assert not any(d.startswith("prompt tokens") for d in found)
+
+
+def test_percentiles_compare_each_latency_family_at_each_asked_quantile() -> None:
+    """--percentiles 75,95,99.9: a row per family and quantile, valued from the requests, each judged on its own quantile."""
+    rng = np.random.default_rng(7)
+    base = noisy_run("main", rng, n=400)
+    slow = noisy_run("pr", rng, n=400, tail=0.10, tail_ms=500.0)
+    c = compare_runs(base, [slow], CompareSettings(resamples=1000, percentiles=(75.0, 95.0, 99.9)))
+    names = [m.metric for m in c.runs[0].benchmarks[0].metrics]
+    quantiles = {"p75": 75.0, "p95": 95.0, "p999": 99.9}
+    latency = [n for n in names if n.endswith("_ms")]
+    assert latency == [f"{f}_{q}_ms" for f in ("ttft", "itl", "tpot", "e2e") for q in quantiles], names
+    assert "ttft_p50_ms" not in names and {"output_tokens_per_s", "requests_per_s", "error_rate"} <= set(names)
+    for data, side in ((base, "base"), (slow, "other")):
+        ttfts = [(r.first_token_ns - r.sent_ns) / MS for r in data.records if r.first_token_ns is not None]
+        for name, q in quantiles.items():
+            m = metric(c, f"ttft_{name}_ms")
+            value = m.base if side == "base" else m.other
+            assert value == pytest.approx(np.percentile(ttfts, q), rel=0.01), (side, q, value)
+    # a 10% tail 500 ms slower moves p95 by ~500 ms and p75 by under a millisecond
+    assert metric(c, "ttft_p95_ms").verdict == "worse", metric(c, "ttft_p95_ms").sentence
+    assert metric(c, "ttft_p75_ms").verdict != "worse", metric(c, "ttft_p75_ms").sentence
+    # 400 requests a side cannot bound a p99.9: no verdict either way
+    assert metric(c, "ttft_p999_ms").verdict == "untested", metric(c, "ttft_p999_ms").sentence
