@@ -2,6 +2,7 @@
 
     python bench/schedule.py                  # constant 20 and 200 req/s, Poisson 20 req/s, 400 arrivals each
     python bench/schedule.py --requests 1000 --skip-pacer
+    python bench/schedule.py --skip-pacer --skip-end-to-end --vs vllm   # only side by side with vLLM's and a 60-line client
 
 Part 1, the pacer alone (in-process, no HTTP, on uvloop): a constant-rate schedule
 waited for with a plain `asyncio.sleep(due - now)` (what the executor did before)
@@ -17,6 +18,15 @@ coefficient of variation of the gaps between consecutive requests; then the
 schedule lag (sent − scheduled) and the client's CPU time (from the OS, whole
 process, minus a one-request run's start-up cost). On a 2-core machine the client
 and the simulator share the cores, so the figures are upper bounds on the jitter.
+
+Part 3, side by side (constant 20 and 200 req/s, one simulator): tokspeed with its defaults
+(telemetry and the progress display on), a 60-line aiohttp client this script writes itself
+(plain `asyncio.sleep` to each due time, the usual hand-written load script) and, with
+`--vs vllm`, vLLM's `bench serve --burstiness inf` (its constant-interval mode). Only what the
+server saw is compared, so every client is judged alike: the rate and the CV of the gaps between
+the last N arrivals of each client's run (its warm-up and start-up requests left out), and each
+arrival's lateness against the best constant grid at the asked rate (arrival − (first + i / rate),
+shifted so that the earliest is 0: a client whose sends drift or stall shows it there).
 """
 
 from __future__ import annotations
@@ -28,7 +38,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +48,7 @@ import numpy as np
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peers import export_tokenizer, find_vllm, vllm_version
 from simproc import pin, start_sim, stop
 
 NS = 1_000_000_000
@@ -81,10 +94,11 @@ def pacer(rates: list[float], n: int) -> None:
 # -- part 2: end to end against the simulator ----------------------------------------------------
 
 
-def run_client(url: str, out: Path, *args: str, cpus: set[int] | None = None) -> float:
+def run_client(url: str, out: Path, *args: str, cpus: set[int] | None = None, quiet: bool = True) -> float:
     """Run `tokspeed run` (pinned to `cpus` if given); returns the client's CPU seconds (user + system)."""
     proc = pin(subprocess.Popen(
-        [sys.executable, "-m", "tokspeed", "run", "--target", url, "--max-tokens", "8", "--out", str(out), "-q", *args],
+        [sys.executable, "-m", "tokspeed", "run", "--target", url, "--max-tokens", "8", "--out", str(out),
+         *(["-q"] if quiet else []), *args],
         stdout=subprocess.DEVNULL,
     ), cpus)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -171,18 +185,152 @@ def repeated(url: str, tmp: Path, log: Path, n: int, repeat: int, cpus: set[int]
     print(f"  sent gap CV ≤ 0.02 in {sum(cv <= 0.02 for cv in cvs)} of {repeat} runs (median {np.median(cvs):.4f})")
 
 
+# -- part 3: side by side with other clients ----------------------------------------------------
+
+REFERENCE = """\
+# The usual hand-written open-loop load script: aiohttp, asyncio.sleep to each due time.
+import asyncio
+import sys
+import time
+
+import aiohttp
+
+
+async def one(session, url, model):
+    body = {"model": model, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8, "stream": True}
+    async with session.post(url + "/chat/completions", json=body) as response:
+        async for _ in response.content:
+            pass
+
+
+async def main(url, rate, n):
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        async with session.get(url + "/models") as response:
+            model = (await response.json())["data"][0]["id"]
+        tasks = []
+        start = time.perf_counter()
+        for i in range(n):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(session, url, model)))
+        await asyncio.gather(*tasks)
+
+
+asyncio.run(main(sys.argv[1], float(sys.argv[2]), int(sys.argv[3])))
+"""
+
+
+def log_length(log: Path) -> int:
+    return log.read_bytes().count(b"\n") if log.exists() else 0
+
+
+def arrivals_since(log: Path, start_line: int, n: int) -> np.ndarray:
+    """The last `n` receive times (monotonic ns) the simulator logged after line `start_line`."""
+    lines = log.read_bytes().splitlines()[start_line:]
+    received = np.sort(np.array([orjson.loads(line)["received_ns"] for line in lines], dtype=np.int64))
+    if len(received) < n:
+        raise SystemExit(f"the simulator logged {len(received)} requests of this client, not {n}")
+    return received[-n:]
+
+
+def grid_lateness_ms(received: np.ndarray, rate: float) -> np.ndarray:
+    """Each arrival against the constant grid first + i / rate, shifted so that the earliest is on time."""
+    offsets = received - (received[0] + np.round(np.arange(len(received)) * NS / rate)).astype(np.int64)
+    return (offsets - offsets.min()) / MS
+
+
+def run_reference(url: str, script: Path, rate: float, n: int) -> None:
+    subprocess.run([sys.executable, str(script), url, f"{rate:g}", str(n)], check=True, stdout=subprocess.DEVNULL)
+
+
+def run_vllm_paced(python: str, url: str, model: str, tokenizer: Path, rate: float, out: Path, *, n: int, warmup: int) -> None:
+    from peers import _RUNNER
+
+    out.mkdir(parents=True, exist_ok=True)
+    base = url.removesuffix("/v1")
+    subprocess.run(
+        [python, "-c", _RUNNER, "--backend", "openai-chat", "--base-url", base, "--endpoint", "/v1/chat/completions",
+         "--model", model, "--tokenizer", str(tokenizer), "--dataset-name", "random", "--random-input-len", "32",
+         "--random-output-len", "8", "--ignore-eos", "--num-prompts", str(n), "--request-rate", f"{rate:g}",
+         "--burstiness", "inf", "--num-warmups", str(warmup), "--disable-tqdm", "--save-result", "--result-dir",
+         str(out), "--result-filename", "vllm.json"],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+
+
+def side_by_side(tmp: Path, rates: list[float], n: int, vllm: str | None, repeat: int) -> None:
+    log = tmp / "sim-peers.jsonl"
+    proc, url = start_sim("--ttft-ms", "0", "--itl-ms", "0", "--log", str(log))
+    script = tmp / "reference.py"
+    script.write_text(REFERENCE)
+    warmup = 20
+    runs = iter(range(1_000_000))
+    try:
+        with urllib.request.urlopen(f"{url}/models") as response:
+            model = orjson.loads(response.read())["data"][0]["id"]
+        tokenizer = export_tokenizer(tmp / "tokenizer") if vllm else None
+        peer = f", vLLM {vllm_version(vllm)} bench serve --burstiness inf" if vllm else ""
+        print(f"\nSide by side on one simulator (zero delays): tokspeed with its defaults (telemetry, progress display), "
+              f"a 60-line aiohttp client{peer}; the server's last {n} arrivals of each run, {repeat} runs each "
+              f"(clients in turn), then the median of the runs")
+        print(f"{'rate':>6} {'client':<24} {'rate/s':>9} {'gap CV':>7} {'late p50':>9} {'p99':>8} {'max':>8}")
+        for rate in rates:
+            clients: dict[str, Callable[[float, Path], object]] = {
+                "tokspeed": lambda r, out: run_client(url, out, "--rate", f"{r:g}", "--arrival", "constant", "--requests",
+                                                      str(n), "--warmup", str(warmup), quiet=False),
+                "aiohttp, 60 lines": lambda r, out: run_reference(url, script, r, n + warmup),
+            }
+            if vllm and tokenizer is not None:
+                clients["vLLM bench serve"] = partial(run_vllm_paced, vllm, url, model, tokenizer, n=n, warmup=warmup)
+            figures: dict[str, list[tuple[float, float, float, float, float]]] = {name: [] for name in clients}
+            for _ in range(repeat):
+                for name, run in clients.items():
+                    start_line = log_length(log)
+                    run(rate, tmp / f"side-{next(runs)}")
+                    received = arrivals_since(log, start_line, n)
+                    achieved, cv = rate_and_cv(list(received))
+                    late = grid_lateness_ms(received, rate)
+                    figures[name].append((achieved, cv, float(np.median(late)), float(np.percentile(late, 99)),
+                                          float(late.max())))
+            for name, rows in figures.items():
+                for row in rows if repeat > 1 else []:
+                    print(f"{'':>6} {'  one run':<24} " + _figure_cells(row))
+                print(f"{rate:>6g} {name:<24} " + _figure_cells(tuple(np.median(np.array(rows), axis=0))), flush=True)
+    finally:
+        stop(proc)
+
+
+def _figure_cells(row: tuple[float, ...]) -> str:
+    achieved, cv, p50, p99, top = row
+    return f"{achieved:>9.3f} {cv:>7.4f} {p50:>7.3f}ms {p99:>6.3f}ms {top:>6.3f}ms"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=400, help="measured arrivals per case")
     ap.add_argument("--skip-pacer", action="store_true", help="only the end-to-end part")
     ap.add_argument("--repeat", type=int, default=0, help="then constant 200 req/s this many more times")
     ap.add_argument("--pin", action="store_true", help="client on the first CPU, simulator on the last (sched_setaffinity)")
+    ap.add_argument("--vs", choices=["vllm"], help="in the side-by-side part, also vLLM's client (bench/peers.py finds it)")
+    ap.add_argument("--skip-side-by-side", action="store_true", help="leave out the side-by-side part")
+    ap.add_argument("--side-repeat", type=int, default=3, help="runs of each client in the side-by-side part")
+    ap.add_argument("--skip-end-to-end", action="store_true", help="leave out the end-to-end part")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}")
     if not args.skip_pacer:
         pacer([20.0, 200.0], args.requests)
+    vllm = None
+    if args.vs == "vllm":
+        vllm = find_vllm(Path(__file__).resolve().parents[1])
+        if vllm is None:
+            raise SystemExit("--vs vllm: no Python with vllm found (TOKSPEED_VLLM_PYTHON, ./.venv-vllm; see bench/peers.py)")
     with tempfile.TemporaryDirectory() as d:
-        end_to_end(Path(d), [(20.0, "constant"), (200.0, "constant"), (20.0, "poisson")], args.requests, args.repeat, args.pin)
+        if not args.skip_end_to_end:
+            end_to_end(Path(d), [(20.0, "constant"), (200.0, "constant"), (20.0, "poisson")], args.requests, args.repeat,
+                       args.pin)
+        if not args.skip_side_by_side:
+            side_by_side(Path(d), [20.0, 200.0], args.requests, vllm, args.side_repeat)
 
 
 if __name__ == "__main__":
