@@ -92,7 +92,10 @@ class Clients:
 def capacity(tmp: Path, clients: Clients, streams_list: list[int], requests: int, tokens: int, paced_itl_ms: float) -> None:
     print(f"\nCapacity: {tokens}-token streamed responses; CPU/request is marginal over runs of {requests} and "
           f"{2 * requests} requests")
-    print(f"{'server':>7} {'streams':>8} {'client':>22} {'req/s':>8} {'tok/s':>9} {'CPU/request':>12} {'vs vLLM':>8}")
+    print("CPU/token is CPU/request over the tokens of one response (each token one SSE event read, parsed and stamped "
+          "on a paced server); 'vs vLLM' is req/s, then CPU/request, as a ratio to vLLM's client on the same server")
+    print(f"{'server':>7} {'streams':>8} {'client':>22} {'req/s':>8} {'tok/s':>9} {'CPU/request':>12} {'CPU/token':>10} "
+          f"{'vs vLLM':>15}")
     for server, itl in (("burst", 0.0), ("paced", paced_itl_ms)):
         for streams in streams_list:
             rows: dict[str, tuple[Measured, float]] = {}
@@ -107,9 +110,10 @@ def capacity(tmp: Path, clients: Clients, streams_list: list[int], requests: int
                 rows[name] = (large, (large.cpu_s - small.cpu_s) / requests * 1000)
             peer = rows.get("vllm bench serve")
             for name, (m, cpu_ms) in rows.items():
-                ratio = f"{cpu_ms / peer[1]:.2f}x" if peer and name != "vllm bench serve" else ""
+                ratio = (f"{m.requests_per_s / peer[0].requests_per_s:.2f}x, {cpu_ms / peer[1]:.2f}x"
+                         if peer and name != "vllm bench serve" else "")
                 print(f"{server:>7} {streams:>8} {name:>22} {m.requests_per_s:>8.0f} {m.tokens_per_s:>9.0f} "
-                      f"{cpu_ms:>9.2f} ms {ratio:>8}")
+                      f"{cpu_ms:>9.2f} ms {cpu_ms / tokens * 1000:>7.2f} µs {ratio:>15}")
 
 
 def truth_log(log: Path) -> dict[str, dict[str, object]]:
