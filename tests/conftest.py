@@ -44,7 +44,7 @@ SERIAL_FILES = frozenset({
 })
 SERIAL = "serial-chain"
 ALONE_FILES = frozenset({
-    "test_accuracy.py", "test_capacity_truth.py", "test_compare_truth.py",
+    "test_accuracy.py", "test_capacity_truth.py", "test_compare_truth.py", "test_conversations_sim.py",
     "test_locust.py", "test_locust_pacing_sim.py", "test_measurement.py", "test_mix_cancel_sim.py",
     "test_monitor_live.py", "test_percentiles_sim.py", "test_request_kinds_sim.py", "test_schedule.py",
     "test_sweeps.py",

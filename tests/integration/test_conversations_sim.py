@@ -69,8 +69,11 @@ def test_history_grows_by_answer_and_user_text_and_the_cache_cuts_prefill(
             assert entry["prefill_ns"] == round(10e6 + (r["input_tokens"] - r["cached_tokens"]) * 100_000)
             assert _ttft_ms(r) >= entry["prefill_ns"] / 1e6  # never before the scheduled prefill ends
     measured = [(r, truth[r["response_id"]]) for turns in convs.values() for r in turns]
-    overhead_ms = sorted(_ttft_ms(r) - e["prefill_ns"] / 1e6 for r, e in measured)[len(measured) // 2]
-    assert overhead_ms < 4  # the median client TTFT is the simulated prefill plus loopback and scheduling noise
+    # the median client TTFT exceeds the server's own (its log: first chunk written - request received) by no more
+    # than loopback and scheduling noise; against the scheduled prefill it also held the simulator's timer lateness
+    # (4.81 ms > 4 on a fresh-clone CI beside a CPU hog)
+    overhead_ms = sorted(_ttft_ms(r) - (e["chunk_ns"][0] - e["received_ns"]) / 1e6 for r, e in measured)[len(measured) // 2]
+    assert overhead_ms < 4
     bench = run["benchmarks"][0]
     assert bench["profile"] == {"kind": "conversations", "turns": 4, "users": 2}
     summary = bench["summary"]

@@ -347,8 +347,10 @@ def test_a_real_full_disk_fails_the_run_cleanly_and_report_reads_what_was_saved(
     try:
         sim = start_sim("--ttft-ms", "1", "--itl-ms", "1")
         out = disk / "r"
+        # the disk fills after ~300 records (a few seconds here); 600 s because a fresh-clone CI beside a CPU hog and
+        # a vLLM engine on the other worker ran it at 7.5 requests/s and ran past the default 120 s
         p = run_cli("run", "--target", sim.url, "--out", str(out), "--concurrency", "4", "--requests", "5000",
-                    "--max-tokens", "10", "--warmup", "0", "--plain")
+                    "--max-tokens", "10", "--warmup", "0", "--plain", timeout=600)
         assert p.returncode == 1 and "Traceback" not in p.stderr
         err = " ".join(p.stderr.split())
         assert "No space left on device" in err and "tokspeed report" in err
