@@ -273,7 +273,7 @@ def side_by_side(tmp: Path, rates: list[float], n: int, vllm: str | None, repeat
         peer = f", vLLM {vllm_version(vllm)} bench serve --burstiness inf" if vllm else ""
         print(f"\nSide by side on one simulator (zero delays): tokspeed with its defaults (telemetry, progress display), "
               f"a 60-line aiohttp client{peer}; the server's last {n} arrivals of each run, {repeat} runs each "
-              f"(clients in turn), then the median of the runs")
+              f"(clients in turn), then each figure's median over the runs")
         print(f"{'rate':>6} {'client':<24} {'rate/s':>9} {'gap CV':>7} {'late p50':>9} {'p99':>8} {'max':>8}")
         for rate in rates:
             clients: dict[str, Callable[[float, Path], object]] = {
