@@ -64,7 +64,7 @@ def _alone(item: pytest.Item) -> bool:
     return PurePosixPath(_file_of(item.nodeid)).name in ALONE_FILES or item.get_closest_marker("alone") is not None
 
 
-def _lock_dir(config: pytest.Config) -> Path | None:
+def _lock_dir() -> Path | None:
     """A folder all workers of this run share (xdist's run id names it); None when not under xdist."""
     run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if not os.environ.get("PYTEST_XDIST_WORKER") or not run_id:
@@ -76,7 +76,7 @@ def _lock_dir(config: pytest.Config) -> Path | None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    d = _lock_dir(item.config)
+    d = _lock_dir()
     if d is None:
         yield
         return

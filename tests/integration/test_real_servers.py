@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ import pytest
 
 from harness import load_json, run_cli
 from real_servers import (
+    OFFLINE_ENV,
     VLLM_PYTHON,
     Server,
     check_sane,
@@ -134,10 +136,6 @@ main(parser.parse_args(sys.argv[1:]))
 
 def _vllm_bench_serve(server: Server, tokenizer: Path, out: Path) -> dict[str, Any]:
     """`vllm bench serve` (vLLM's own client, from the vLLM venv) one request at a time; its saved result."""
-    import subprocess
-
-    from real_servers import OFFLINE_ENV
-
     argv = [
         str(VLLM_PYTHON), "-c", VLLM_BENCH_SERVE, "--backend", "openai",
         "--base-url", server.url.removesuffix("/v1"), "--endpoint", "/v1/completions", "--model", "dummy",

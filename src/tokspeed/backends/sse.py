@@ -10,7 +10,8 @@ stops there, so a client can fail the request instead of reading on past the ser
 A line naming no SSE field at all (the spec says: ignore it) is remembered in
 `malformed`, so a client can tell that data was lost rather than guess; a line of only
 spaces or tabs is ignored without that mark (it can hold no data). One UTF-8 byte order mark
-at the very start of the stream is dropped, as the standard's decoder does.
+before a line is dropped, once per stream, as the standard's decoder drops it at the start: it is
+looked for only where a line would otherwise be malformed, so the per-read path pays nothing.
 Events may be split across reads and one read may hold many events.
 
 This sits on the per-token path, so it works on bytes and allocates little.
@@ -44,13 +45,9 @@ class SSEDecoder:
     last_event_type: bytes = b""
     malformed: bytes | None = None
     error: bytes | None = None  # the data of the first `event: error` event (decoding stops there)
-    _started: bool = False  # a first read was fed (only it can start with a byte order mark)
+    _bom_dropped: bool = False  # the stream's one byte order mark was taken off a line
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        if not self._started:
-            self._started = True
-            if chunk.startswith(_BOM):
-                chunk = chunk[3:]
         if not (self._tail or self._data or self._after_cr or self._event) and chunk.endswith(b"\n\n") and b"\r" not in chunk:
             if chunk.startswith(b"data: "):
                 # n events of one `data: ` line each, and no other line: split in C
@@ -118,5 +115,8 @@ class SSEDecoder:
             self._data.append(value)
         elif name == _EVENT:
             self._event = value
+        elif line.startswith(_BOM) and not self._bom_dropped:
+            self._bom_dropped = True
+            self._line(line[3:], out)
         elif name not in _IGNORED_FIELDS and self.malformed is None and line.strip(b" \t"):
             self.malformed = line[:MALFORMED_KEEP]
