@@ -1,13 +1,19 @@
-"""tokspeed against llama.cpp's OpenAI-compatible server (llama-cpp-python). Opt-in.
+"""tokspeed against llama.cpp's OpenAI-compatible server (llama-cpp-python).
 
-Skipped unless TOKSPEED_LLAMACPP=1 is set and a Python that imports
-`llama_cpp.server` (the `server` extra) and `gguf` is found. llama-cpp-python has
-no wheel on PyPI: it compiles llama.cpp from source (measured 5 min 52 s on 2
-cores), so it lives in a venv of its own, `.venv-llama/` (gitignored):
+`.ci/run` installs llama-cpp-python's server into `.venv-llama/` (gitignored) from the sdist that
+`.ci/build-llama-server` keeps in its cache, without compiling llama.cpp a second time: the package is
+built with `CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF"` (its Python code only, ~25 s) and loads the
+libllama.so that build made for `llama-server` (same sdist, same llama.cpp) through `LLAMA_CPP_LIB_PATH`,
+which this module sets to the cache's `bin/` when the variable is unset. By hand:
 
+    .ci/build-llama-server
     python -m venv .venv-llama
-    CMAKE_BUILD_PARALLEL_LEVEL=2 .venv-llama/bin/pip install 'llama-cpp-python[server]' gguf
-    TOKSPEED_LLAMACPP=1 python -m pytest -q tests/integration/test_llamacpp.py
+    CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" .venv-llama/bin/pip install \
+        "$HOME/.cache/tokspeed/llama-server-0.3.36/llama_cpp_python-0.3.36.tar.gz[server]" gguf
+    python -m pytest -q tests/integration/test_llamacpp.py
+
+(or a llama-cpp-python that compiled its own library: `pip install 'llama-cpp-python[server]' gguf`).
+The module skips, saying what failed, when no such Python imports `llama_cpp.server` and `gguf`.
 
 The server runs with the Python named by TOKSPEED_LLAMACPP_PYTHON, else with
 `.venv-llama/bin/python` when it exists, else with this one; tokspeed runs from
@@ -53,6 +59,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 _VENV_PYTHON = ROOT / ".venv-llama" / "bin" / "python"
+VERSION = "0.3.36"  # .ci/build-llama-server's VERSION: the libraries in its cache are this llama-cpp-python's llama.cpp
+_CACHE = Path(os.environ.get("TOKSPEED_CACHE", str(Path.home() / ".cache" / "tokspeed")))
+_CACHED_LIBS = _CACHE / f"llama-server-{VERSION}" / "bin"
 
 
 def _server_python() -> str:
@@ -61,15 +70,20 @@ def _server_python() -> str:
     return str(_VENV_PYTHON) if _VENV_PYTHON.exists() else sys.executable
 
 
-if os.environ.get("TOKSPEED_LLAMACPP") != "1":
-    pytest.skip("llama.cpp test is opt-in: set TOKSPEED_LLAMACPP=1 (and build .venv-llama: see this file's docstring)",
-                allow_module_level=True)
+def _library_env() -> dict[str, str]:
+    """LLAMA_CPP_LIB_PATH for a llama-cpp-python installed without its own library (LLAMA_BUILD=OFF)."""
+    if os.environ.get("LLAMA_CPP_LIB_PATH") or not (_CACHED_LIBS / "libllama.so").exists():
+        return {}
+    return {"LLAMA_CPP_LIB_PATH": str(_CACHED_LIBS)}
+
+
 LLAMACPP_PYTHON = _server_python()
+LIBRARY_ENV = _library_env()
 _probe = subprocess.run([LLAMACPP_PYTHON, "-c", "import llama_cpp.server.app, gguf, numpy"],
-                        capture_output=True, text=True, timeout=120, check=False)
+                        capture_output=True, text=True, timeout=120, check=False, env={**os.environ, **LIBRARY_ENV})
 if _probe.returncode != 0:
-    pytest.skip(f"TOKSPEED_LLAMACPP=1 but {LLAMACPP_PYTHON} cannot import llama_cpp.server and gguf: "
-                f"pip install 'llama-cpp-python[server]' gguf ({_probe.stderr.strip().splitlines()[-1:]})",
+    pytest.skip(f"{LLAMACPP_PYTHON} cannot import llama_cpp.server and gguf ({_probe.stderr.strip().splitlines()[-1:]}): "
+                f".ci/run installs them into .venv-llama (see this file's docstring)",
                 allow_module_level=True)
 
 from gguf_model import N_CTX  # noqa: E402  (after the module-level skip: they import llama.cpp helpers)
@@ -96,7 +110,7 @@ def llamacpp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
         "--host", "127.0.0.1", "--port", str(port), "--interrupt_requests", "False",
         "--n_ctx", str(N_CTX), "--n_threads", "1", "--verbose", "True",
     ]
-    server = Server("llama.cpp server", argv, {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"},
+    server = Server("llama.cpp server", argv, {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **LIBRARY_ENV},
                     where / "server.log", port)
     try:
         server.wait_ready("/v1/models", READY_S)
