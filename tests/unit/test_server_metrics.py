@@ -112,6 +112,22 @@ def test_llama_server_metrics_as_served_are_read() -> None:
     }
 
 
+def test_triton_metrics_as_served_are_read() -> None:
+    # Recorded from Triton Inference Server 2.51 (nvidia-pytriton 0.7.0) on its metrics port after 7 requests
+    # to a decoupled model; before, tokspeed knew none of its names and reported no server metrics.
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "data" / "native" / "triton_server_metrics.txt").read_text()
+    r = read(text)
+    assert (r["engine"], r["running"], r["waiting"], r["kv_cache_usage_pct"]) == ("triton", None, 0.0, None)
+    assert r["values"] == {
+        "nv_inference_request_success_total": 7.0, "nv_inference_request_failure_total": 0.0,
+        "nv_inference_count_total": 7.0, "nv_inference_exec_count_total": 7.0,
+        "nv_inference_request_duration_us_total": 5410.0, "nv_inference_queue_duration_us_total": 219.0,
+        "nv_inference_compute_infer_duration_us_total": 4474.0, "nv_inference_pending_request_count": 0.0,
+    }
+
+
 def test_a_counter_served_without_total_is_kept_under_its_total_name() -> None:
     r = read("# TYPE tgi_request_count counter\ntgi_request_count 120\ntgi_queue_size 0\n")
     assert r["values"] == {"tgi_request_count_total": 120.0, "tgi_queue_size": 0.0}

@@ -32,7 +32,7 @@ DIR/alerts.jsonl and POSTed (Alertmanager-style JSON) to --alert-webhook.
 A window with no data for a name never meets its condition.
 
 --server-metrics auto (or a URL) also scrapes the server's own Prometheus
-/metrics (vLLM, SGLang, TGI, llama.cpp, tokspeed sim) every --interval: from
+/metrics (vLLM, SGLang, TGI, llama.cpp, Triton, tokspeed sim) every --interval: from
 the deltas of its latency histograms between scrapes come server-side rolling
 TTFT / ITL / TPOT / E2E quantiles (Prometheus histogram_quantile: linear
 interpolation within the server's buckets, so only as fine as those buckets)

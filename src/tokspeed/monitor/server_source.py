@@ -78,7 +78,7 @@ class ServerSource:
             self._log("server metrics: counters went down (server restarted); counting from the restart")
 
     def _recognise(self, text: str) -> ServerNames | None:
-        from tokspeed.telemetry.engines import detect_engine
+        from tokspeed.telemetry.engines import KNOWN_ENGINES, detect_engine
         from tokspeed.telemetry.server import sample_values
 
         try:
@@ -87,7 +87,7 @@ class ServerSource:
             found = []
         engine = detect_engine(found) if found else None
         if engine is None:
-            why = f"{self.url} serves no metric tokspeed knows (vLLM, SGLang, TGI, llama.cpp, tokspeed sim)"
+            why = f"{self.url} serves no metric tokspeed knows ({KNOWN_ENGINES})"
             if self.auto:
                 self.disabled = True
                 self._log(f"server metrics off: {why}")

@@ -66,6 +66,7 @@ REQUEST_COUNTERS: dict[str, tuple[str, ...]] = {
     "vllm": ("vllm:request_success_total",),
     "sglang": ("sglang:num_requests_total",),
     "tgi": ("tgi_request_success_total",),
+    "triton": ("nv_inference_request_success_total",),
 }
 TOKEN_COUNTERS: dict[str, tuple[str, ...]] = {
     "tokspeed-sim": ("tokspeed_sim:generation_tokens_total",),

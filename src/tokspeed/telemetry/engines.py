@@ -3,7 +3,8 @@
 Names are sample names as parsed (a counter always ends in `_total`, which the parser adds
 when a server such as TGI leaves it out), confirmed against each
 engine's source or documentation: vLLM (v1 engine, and the v0 names it replaced), SGLang,
-Hugging Face TGI, llama.cpp's llama-server (`--metrics`), and tokspeed's own simulator.
+Hugging Face TGI, llama.cpp's llama-server (`--metrics`), Triton Inference Server (its own metrics
+port, 8002 by default: name it with --server-metrics), and tokspeed's own simulator.
 An engine is recognised by its metric-name prefix. For each role the first name the server
 serves is used: `running`, `waiting`, `kv_usage` (a 0..1 fraction; max over label sets, i.e.
 the fullest engine of a data-parallel server), prefix-cache counters (hit rate = Δhits / Δqueries)
@@ -150,7 +151,23 @@ ENGINES: tuple[EngineMetrics, ...] = (
         gauges=("llamacpp:kv_cache_tokens", "llamacpp:n_busy_slots_per_decode"),
         spec_decode=_spec_names("llamacpp:"),
     ),
+    # Triton Inference Server 2.51 (nvidia-pytriton 0.7's bundled binary; the names are core/src/metrics.cc's): per-model
+    # counters summed over models; the *_us are cumulative microseconds (for a decoupled model, until its execute
+    # returned, not until its last response). No running-requests figure; pending = queued, not yet executing.
+    EngineMetrics(
+        engine="triton",
+        prefix="nv_",
+        running=(),
+        waiting=("nv_inference_pending_request_count",),
+        counters=("nv_inference_request_success_total", "nv_inference_request_failure_total", "nv_inference_count_total",
+                  "nv_inference_exec_count_total", "nv_inference_request_duration_us_total",
+                  "nv_inference_queue_duration_us_total", "nv_inference_compute_infer_duration_us_total"),
+    ),
 )
+
+
+# what the "serves no metric tokspeed knows" notes name
+KNOWN_ENGINES = "vLLM, SGLang, TGI, llama.cpp, Triton, tokspeed sim"
 
 
 def detect_engine(names: Iterable[str]) -> EngineMetrics | None:

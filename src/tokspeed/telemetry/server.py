@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 
 from tokspeed.backends.http_policy import NO_REDIRECTS, is_redirect, redirect_text
-from tokspeed.telemetry.engines import EngineMetrics, detect_engine, first_present
+from tokspeed.telemetry.engines import KNOWN_ENGINES, EngineMetrics, detect_engine, first_present
 
 SCRAPE_TIMEOUT_S = 5.0
 
@@ -140,7 +140,7 @@ async def probe(session: aiohttp.ClientSession, url: str, headers: dict[str, str
         return None, f"no server metrics: {url} served no Prometheus samples"
     engine = detect_engine(names)
     if engine is None:
-        return None, f"no server metrics: {url} serves no metric tokspeed knows (vLLM, SGLang, TGI, llama.cpp)"
+        return None, f"no server metrics: {url} serves no metric tokspeed knows ({KNOWN_ENGINES})"
     return Endpoint(url=url, engine=engine, headers=headers), None
 
 
