@@ -7,7 +7,8 @@ checks are sanity and self-consistency, never tight timings (on 2 cores vLLM
 sometimes releases streamed output in bursts):
 every request ok, output tokens equal to what was asked where the server can
 be told to ignore EOS (vLLM: `ignore_eos`, `min_tokens`), TTFT > 0, ITL > 0,
-and the server's prompt-token usage equal to the model tokenizer's count.
+and the server's prompt-token usage equal to the model tokenizer's count. `--token-audit`'s
+tokenizer counts are checked against vLLM's own `/tokenize` of the same output texts.
 
 One test runs vLLM's own client (`vllm bench serve`) against the same vLLM server between two
 tokspeed runs, and checks `tokspeed report --as vllm` against what vLLM's client saved, within
@@ -24,6 +25,7 @@ import json
 import math
 import os
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -196,6 +198,36 @@ def test_report_as_vllm_reproduces_what_vllm_bench_serve_prints(
         report.append(f"{key}: vLLM {v:.3f}, tokspeed {a:.3f} / {b:.3f}, allowed {low - slack:.3f}-{high + slack:.3f}")
         assert low - slack <= v <= high + slack, "\n".join(report)
     print("\n".join(report))  # pytest -s shows the figures
+
+
+def _server_token_count(server: Server, text: str) -> int:
+    """How many tokens vLLM's own tokenizer makes of `text` (its /tokenize endpoint, no special tokens)."""
+    body = json.dumps({"model": "dummy", "prompt": text, "add_special_tokens": False}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{server.port}/tokenize", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return int(json.load(resp)["count"])
+
+
+def test_token_audit_agrees_with_the_servers_own_tokenizer(vllm_server: Server, exported_model: Path, tmp_path: Path) -> None:
+    """`--token-audit`'s tokenizer − usage figures equal what vLLM's /tokenize makes of the same texts.
+
+    A random-weight model's output text does not re-tokenize to its own token count, so the
+    discrepancy is non-zero here: the check is that tokspeed counts each text as the server does.
+    """
+    out = _bench(vllm_server, tmp_path / "r", "--model", "dummy", "--api", "completions", "--requests", str(REQUESTS),
+                 "--max-tokens", str(MAX_TOKENS), "--extra-body", '{"ignore_eos": true}', "--token-audit",
+                 "--tokenizer", str(exported_model))
+    rows = measured(out)
+    assert all(r["output_text"] is not None and r["output_tokens_source"] == "usage" for r in rows)
+    diffs = [_server_token_count(vllm_server, r["output_text"]) - r["output_tokens"] for r in rows]
+    audit = load_json(out / "run.json")["benchmarks"][0]["token_audit"]
+    d = audit["discrepancy"]
+    print(f"tokenizer - usage per request, by vLLM's /tokenize: {diffs}; tokspeed's audit: {d}")
+    assert d["compared"] == len(rows) == REQUESTS
+    assert d["exact"] == sum(x == 0 for x in diffs)
+    assert d["mean"] == pytest.approx(sum(diffs) / len(diffs), abs=1e-9)
+    assert d["max_abs"] == max(abs(x) for x in diffs)
+    assert d["relative"] == pytest.approx(sum(abs(x) for x in diffs) / sum(r["output_tokens"] for r in rows), abs=1e-12)
 
 
 # transformers serve ---------------------------------------------------------
