@@ -27,6 +27,16 @@ server saw is compared, so every client is judged alike: the rate and the CV of 
 the last N arrivals of each client's run (its warm-up and start-up requests left out), and each
 arrival's lateness against the best constant grid at the asked rate (arrival − (first + i / rate),
 shifted so that the earliest is 0: a client whose sends drift or stall shows it there).
+
+Part 4, `--attribute K`: what shares the event loop with the pacer, and its part in the send jitter.
+First each candidate's cost per call, in this process: encoding a request body (orjson, done after
+the due time, in the request's task), writing a finished record (serialise, append, flush), one
+client telemetry sample (psutil) and one render of the live view (rich; its refresh thread holds the
+GIL while it renders, 4 times a second). Then constant 200 req/s, K runs of each of four
+configurations taken in turn, the client in a pseudo-terminal so the live view draws as it does for a
+person: defaults (live view and telemetry, the simulator's /metrics scraped every 0.25 s), `-q` (no
+live view), `--no-telemetry`, and both off. Each configuration's figures are medians over its runs:
+the server's gap CV and lateness p99 (as in part 3) and the client's own lag p99 (sent − scheduled).
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import pty
 import subprocess
 import sys
 import tempfile
@@ -306,6 +317,110 @@ def _figure_cells(row: tuple[float, ...]) -> str:
     return f"{achieved:>9.3f} {cv:>7.4f} {p50:>7.3f}ms {p99:>6.3f}ms {top:>6.3f}ms"
 
 
+# -- part 4: what shares the loop with the pacer ------------------------------------------------
+
+
+def _per_call_us(fn: Callable[[], object], n: int) -> tuple[float, float]:
+    """(median, max) wall time of one call of `fn`, in µs, over n calls after 20 to warm up."""
+    for _ in range(20):
+        fn()
+    times = np.empty(n)
+    for i in range(n):
+        t0 = time.perf_counter_ns()
+        fn()
+        times[i] = time.perf_counter_ns() - t0
+    return float(np.median(times)) / 1000, float(times.max()) / 1000
+
+
+def loop_costs(tmp: Path, n: int = 2000) -> None:
+    """Each candidate's cost per call, measured here in-process."""
+    import io
+
+    from rich.console import Console as RichConsole
+
+    from tokspeed.records import RequestRecord, Status
+    from tokspeed.reports.console import Progress
+    from tokspeed.results.writer import ResultsWriter
+    from tokspeed.telemetry.client import ClientProbe
+
+    body = {"model": "tokspeed-sim", "messages": [{"role": "user", "content": "word " * 100}], "max_tokens": 8,
+            "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}
+    writer = ResultsWriter(tmp / "costs", epoch_offset_ns=0)
+    record = RequestRecord(index=1, iteration=0, warmup=False, scheduled_ns=1, sent_ns=2, first_token_ns=3, end_ns=4,
+                           status=Status.OK, output_tokens=8, input_tokens=120, chunk_ns=list(range(5, 13)))
+    sampler = ClientProbe()
+    progress = Progress(echo=None)
+    progress.ttfts = [1_000_000 * i for i in range(512)]
+    screen = RichConsole(file=io.StringIO(), force_terminal=True, width=120)
+    costs = {
+        "request body (orjson)": lambda: orjson.dumps(body),
+        "record written + flushed": lambda: writer.append(record),
+        "client telemetry sample (psutil)": sampler.read,
+        "live view render (rich)": lambda: screen.print(progress),
+    }
+    print(f"\nWhat shares the loop, cost per call in this process ({n} calls each); at 200 req/s a send is due every 5,000 µs")
+    print(f"{'what':<34} {'median':>9} {'max':>9}")
+    for name, fn in costs.items():
+        median, top = _per_call_us(fn, n)
+        print(f"{name:<34} {median:>7.1f}µs {top:>7.1f}µs")
+
+
+def run_in_terminal(argv: list[str]) -> None:
+    """Run `argv` with a pseudo-terminal as its stdout and stderr (so the live view draws), reading it to the end."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    try:
+        while True:
+            try:
+                if not os.read(master, 65536):
+                    break
+            except OSError:  # EIO: the child closed the terminal
+                break
+    finally:
+        os.close(master)
+    if proc.wait() != 0:
+        raise SystemExit(f"{' '.join(argv[3:])} failed")
+
+
+ATTRIBUTION = {
+    "defaults (live view, telemetry)": (),
+    "-q (no live view)": ("-q",),
+    "--no-telemetry": ("--no-telemetry",),
+    "-q --no-telemetry": ("-q", "--no-telemetry"),
+}
+
+
+def attribution(tmp: Path, rate: float, n: int, repeat: int) -> None:
+    """Constant `rate` req/s with the live view and telemetry each on and off; medians over `repeat` runs."""
+    loop_costs(tmp)
+    log = tmp / "sim-attribution.jsonl"
+    proc, url = start_sim("--ttft-ms", "0", "--itl-ms", "0", "--log", str(log))
+    warmup = 20
+    figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in ATTRIBUTION}
+    try:
+        for k in range(repeat):
+            for i, (name, flags) in enumerate(ATTRIBUTION.items()):
+                out = tmp / f"attr-{k}-{i}"
+                start_line = log_length(log)
+                run_in_terminal([sys.executable, "-m", "tokspeed", "run", "--target", url, "--max-tokens", "8",
+                                 "--rate", f"{rate:g}", "--arrival", "constant", "--requests", str(n),
+                                 "--warmup", str(warmup), "--out", str(out), *flags])
+                received = arrivals_since(log, start_line, n)
+                _, cv = rate_and_cv(list(received))
+                times, _ = measured(out, log)
+                lag = (np.asarray(times["sent"]) - np.asarray(times["scheduled"])) / MS
+                figures[name].append((cv, float(np.percentile(grid_lateness_ms(received, rate), 99)),
+                                      float(np.percentile(lag, 99))))
+    finally:
+        stop(proc)
+    print(f"\nConstant {rate:g} req/s, the client in a terminal, {n} arrivals a run, median of {repeat} runs each")
+    print(f"{'configuration':<34} {'server gap CV':>13} {'lateness p99':>12} {'client lag p99':>14}")
+    for name, rows in figures.items():
+        cv, late, lag = np.median(np.array(rows), axis=0)
+        print(f"{name:<34} {cv:>13.4f} {late:>10.3f}ms {lag:>12.3f}ms")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=400, help="measured arrivals per case")
@@ -316,6 +431,8 @@ def main() -> None:
     ap.add_argument("--skip-side-by-side", action="store_true", help="leave out the side-by-side part")
     ap.add_argument("--side-repeat", type=int, default=3, help="runs of each client in the side-by-side part")
     ap.add_argument("--skip-end-to-end", action="store_true", help="leave out the end-to-end part")
+    ap.add_argument("--attribute", type=int, default=0, metavar="K",
+                    help="then part 4: constant 200 req/s with the live view and telemetry on and off, K runs each")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}")
     if not args.skip_pacer:
@@ -331,6 +448,8 @@ def main() -> None:
                        args.pin)
         if not args.skip_side_by_side:
             side_by_side(Path(d), [20.0, 200.0], args.requests, vllm, args.side_repeat)
+        if args.attribute:
+            attribution(Path(d), 200.0, args.requests, args.attribute)
 
 
 if __name__ == "__main__":
