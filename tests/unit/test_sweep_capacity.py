@@ -221,3 +221,26 @@ def test_the_searchs_capacity_is_the_lowest_slos_crossing_and_never_past_a_satur
     saturated = probe(19.5, "over-saturated: completed 18 of 19.5 req/s arriving at steady state")
     assert fitted_value(list(probes) + [saturated[0]], list(benches) + [saturated[1]], 19.0, 19.5,
                         Base()) == 19.0  # type: ignore[arg-type]
+
+
+def test_a_server_that_fell_behind_what_the_client_did_send_is_a_fail_not_the_clients_limit() -> None:
+    """Against a 4-slot server of ~97 req/s, the doubling probe at 160 req/s sent 137 (the queue, and so the
+    connections, grew without bound) while the server completed 97: it did not keep up with what arrived, so
+    160 is above its capacity whatever the client's shortfall. This ended searches with 'client' and no answer."""
+    drowned = judge(Outcome(passed=False, achieved_rate=97.0, offered_rate=137.1, arrived=2742, client_limited=True), 160.0)
+    assert not drowned.passed and not drowned.client_limited
+    assert "over-saturated" in drowned.reason and "137" in drowned.reason and "160" in drowned.reason
+
+    def server(rate: float) -> Outcome:  # keeps up to 97 req/s; the client sends at most 140
+        sent = min(rate, 140.0)
+        return Outcome(passed=rate <= 97, achieved_rate=min(sent, 97.0), offered_rate=sent, arrived=int(sent * 20),
+                       client_limited=sent < 0.9 * rate)
+
+    cap = drive(capacity_search(40.0, precision=0.05), server)
+    assert cap.stopped_by == "bracket" and cap.low is not None and cap.high is not None
+    assert cap.low <= 97 < cap.high and cap.high <= cap.low * 1.05 + 1e-9, cap
+
+
+def test_a_client_short_of_the_rate_against_a_server_that_kept_up_still_ends_the_search() -> None:
+    kept_up = judge(Outcome(passed=True, achieved_rate=120.0, offered_rate=121.0, arrived=2420, client_limited=True), 160.0)
+    assert not kept_up.passed and kept_up.client_limited

@@ -23,7 +23,9 @@ the probe fails whatever its percentiles say. Completions are never divided by a
 window holding the drain (which made any probe of N requests of E2E T "fall
 behind" above ~N/T req/s). A probe whose client could not send at the asked rate
 (under `CLIENT_SHORT` of it) ends the search: from there on the client, not the
-server, is what is measured. The generator's return value is a `Capacity`; the
+server, is what is measured; unless the server did not keep up even with what was
+sent (a queue growing without bound also grows the connections the client must open,
+which slows its sends): that probe fails as over-saturated, and the search goes on below it. The generator's return value is a `Capacity`; the
 caller builds the same from `bracket()` when it stops a search itself (budget,
 Ctrl-C).
 
@@ -104,13 +106,17 @@ def judge(outcome: Outcome, offered: float) -> Outcome:
     "Kept up" compares what the server completed with what arrived in the same
     steady window when the outcome knows it, else with `offered` (the rate asked).
     """
-    if outcome.client_limited:  # the asked rate was not what ran: no verdict on the server at it
-        return dataclasses.replace(outcome, passed=False)
+    asked = offered
     offered = outcome.offered_rate or offered
     achieved = outcome.achieved_rate
-    if achieved is not None and achieved < (1 - keep_up_slack(outcome.arrived)) * offered:
+    behind = achieved is not None and achieved < (1 - keep_up_slack(outcome.arrived)) * offered
+    if outcome.client_limited and not behind:  # the asked rate was not what ran: no verdict on the server at it
+        return dataclasses.replace(outcome, passed=False)
+    if behind:  # even short of the asked rate (its queue, and so its connections, grew), the server fell behind
         why = f"over-saturated: completed {achieved:.3g} of {offered:.3g} req/s arriving at steady state"
-        return dataclasses.replace(outcome, passed=False, reason=why)
+        if outcome.client_limited:
+            why += f" (of {asked:.3g} asked: a server that fell behind a lower rate is over it at this one too)"
+        return dataclasses.replace(outcome, passed=False, reason=why, client_limited=False)
     return outcome
 
 
