@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tokspeed.errors import ConfigError
-from tokspeed.load.capacity import Capacity, Outcome, capacity_search, judge
+from tokspeed.load.capacity import CLIENT_SHORT_SAID, Capacity, Outcome, capacity_search, judge
 from tokspeed.load.sweep import auto_sweep, is_list, list_sweep, parse_values, spread
 
 
@@ -221,6 +221,16 @@ def test_the_searchs_capacity_is_the_lowest_slos_crossing_and_never_past_a_satur
     saturated = probe(19.5, "over-saturated: completed 18 of 19.5 req/s arriving at steady state")
     assert fitted_value(list(probes) + [saturated[0]], list(benches) + [saturated[1]], 19.0, 19.5,
                         Base()) == 19.0  # type: ignore[arg-type]
+    # a probe whose client sent short of its label is left out of the fit, saturated or not: the label did not run
+    for reason in ("the client sent only 18 of 20.5 req/s asked",
+                   "over-saturated: completed 17 of 18 req/s arriving at steady state; the client sent only 18 of 20.5 req/s asked"):
+        short = probe(20.5, reason)  # its 60 ms, fitted at 20.5 req/s, would move the crossing to 19
+        short[1].summary.slo[0] = SLOResult(slo="ttft_p90_ms<=40", kind="percentile", observed=60.0, met=False)
+        assert fitted_value(list(probes) + [short[0]], list(benches) + [short[1]], 19.0, 21.5,
+                            Base()) == pytest.approx(20.0)  # type: ignore[arg-type]
+    # and a server that fell behind the 18 req/s such a probe sent is not given 20: the highest pass below 18
+    short[0].offered_requests_per_s = 18.0
+    assert fitted_value(list(probes) + [short[0]], list(benches) + [short[1]], 19.0, 21.5, Base()) == 15.0  # type: ignore[arg-type]
 
 
 def test_a_server_that_fell_behind_what_the_client_did_send_is_a_fail_not_the_clients_limit() -> None:
@@ -229,7 +239,8 @@ def test_a_server_that_fell_behind_what_the_client_did_send_is_a_fail_not_the_cl
     160 is above its capacity whatever the client's shortfall. This ended searches with 'client' and no answer."""
     drowned = judge(Outcome(passed=False, achieved_rate=97.0, offered_rate=137.1, arrived=2742, client_limited=True), 160.0)
     assert not drowned.passed and not drowned.client_limited
-    assert "over-saturated" in drowned.reason and "137" in drowned.reason and "160" in drowned.reason
+    assert drowned.reason.startswith("over-saturated") and "137 of 160" in drowned.reason
+    assert CLIENT_SHORT_SAID in drowned.reason  # so the fit leaves it out: its label is not the rate that ran
 
     def server(rate: float) -> Outcome:  # keeps up to 97 req/s; the client sends at most 140
         sent = min(rate, 140.0)

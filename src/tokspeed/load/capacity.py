@@ -46,6 +46,7 @@ import numpy as np
 
 KEEP_UP = 0.95  # completed / arrived in the steady window below this (or its noise) = saturated
 CLIENT_SHORT = 0.9  # sent / asked below this = the client could not offer the rate
+CLIENT_SHORT_SAID = "the client sent only"  # in a probe's reason: its label is not the rate that ran
 MIN_RATE = 0.01
 REACH = 1.15  # the fit uses the probes within [low / REACH, high × REACH] of the bracket
 
@@ -114,8 +115,8 @@ def judge(outcome: Outcome, offered: float) -> Outcome:
         return dataclasses.replace(outcome, passed=False)
     if behind:  # even short of the asked rate (its queue, and so its connections, grew), the server fell behind
         why = f"over-saturated: completed {achieved:.3g} of {offered:.3g} req/s arriving at steady state"
-        if outcome.client_limited:
-            why += f" (of {asked:.3g} asked: a server that fell behind a lower rate is over it at this one too)"
+        if outcome.client_limited:  # a server that fell behind a lower rate is over this one too
+            why += f"; {CLIENT_SHORT_SAID} {offered:.3g} of {asked:.3g} req/s asked"
         return dataclasses.replace(outcome, passed=False, reason=why, client_limited=False)
     return outcome
 

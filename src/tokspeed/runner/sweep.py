@@ -18,7 +18,17 @@ import numpy as np
 from tokspeed.backends.base import Backend
 from tokspeed.config import RunConfig
 from tokspeed.errors import ConfigError
-from tokspeed.load.capacity import CLIENT_SHORT, Capacity, Outcome, ProbeLog, Search, bracket, crossing, judge
+from tokspeed.load.capacity import (
+    CLIENT_SHORT,
+    CLIENT_SHORT_SAID,
+    Capacity,
+    Outcome,
+    ProbeLog,
+    Search,
+    bracket,
+    crossing,
+    judge,
+)
 from tokspeed.load.sweep import Sweep
 from tokspeed.metrics.fit import fit_line
 from tokspeed.metrics.sustained import window_arrivals
@@ -198,7 +208,7 @@ def _outcome(bench: Benchmark, by: str, asked: float | None) -> Outcome:
     sent = s.schedule.sent_requests_per_s if s.schedule is not None else None
     limited = by == "rate" and asked is not None and sent is not None and sent < CLIENT_SHORT * asked
     if limited:
-        reason = f"the client sent only {sent:.3g} of {asked:.3g} req/s asked" + (f"; {reason}" if reason else "")
+        reason = f"{CLIENT_SHORT_SAID} {sent:.3g} of {asked:.3g} req/s asked" + (f"; {reason}" if reason else "")
     return Outcome(
         passed=not failed and s.requests.completed > 0,
         achieved_rate=t.sustained_requests_per_s if by == "rate" else None,
@@ -302,14 +312,16 @@ def fitted_value(probes: list[CapacityProbe], benches: list[Benchmark], low: flo
         if slo.kind == "per_request" or slo.op not in ("<=", "<", ">=", ">"):
             continue
         points = [(p.value, v.observed) for p, b in zip(probes, benches) for v in b.summary.slo
-                  if v.slo == str(slo) and v.observed is not None and not p.reason.startswith("the client sent only")]
+                  if v.slo == str(slo) and v.observed is not None and CLIENT_SHORT_SAID not in p.reason]
         x = crossing(points, slo.value, slo.op in ("<=", "<"), low, high)
         if x is not None:
             found.append(x)
     if not found:
         return None
     value = min(found)
-    saturated = [p.value for p in probes if not p.passed and p.reason.startswith("over-saturated")]
+    # where a probe's client sent short of its label, the server fell behind the rate that was sent
+    saturated = [min(p.value, p.offered_requests_per_s) if CLIENT_SHORT_SAID in p.reason and p.offered_requests_per_s
+                 else p.value for p in probes if not p.passed and p.reason.startswith("over-saturated")]
     if saturated and value >= min(saturated):
         return max((p.value for p in probes if p.passed and p.value < min(saturated)), default=None)
     return value
