@@ -25,9 +25,9 @@ behind" above ~N/T req/s). A probe whose client could not send at the asked rate
 (under `CLIENT_SHORT` of it) ends the search: from there on the client, not the
 server, is what is measured; unless the server did not keep up even with what was
 sent (a queue growing without bound also grows the connections the client must open,
-which slows its sends): that probe fails as over-saturated, and the search goes on below it. The generator's return value is a `Capacity`; the
-caller builds the same from `bracket()` when it stops a search itself (budget,
-Ctrl-C).
+which slows its sends): that probe fails as over-saturated, and the search goes on
+below it. The generator's return value is a `Capacity`; the caller builds the same
+from `bracket()` when it stops a search itself (budget, Ctrl-C).
 
 The answer is not the highest passing probe: with the probes' SLO figures (`crossing`),
 the rate where each figure meets its limit is fitted across the probes near the
