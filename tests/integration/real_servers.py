@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -42,6 +43,11 @@ VLLM_PYTHON = Path(os.environ.get("TOKSPEED_VLLM_PYTHON", str(ROOT / ".venv-vllm
 VLLM_READY_S = 240.0  # measured ~35 s on 2 cores; generous for a loaded CI machine
 TRANSFORMERS_READY_S = 120.0  # measured ~8 s
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
+# where .ci/build-llama-server puts llama.cpp's build (llama-server and its libllama.so): its cache folder for the
+# llama-cpp-python version it pins, read from the script so the tests follow it
+LLAMA_CPP_VERSION = re.search(r"^VERSION=(\S+)$", (ROOT / ".ci" / "build-llama-server").read_text(), re.M)[1]  # type: ignore[index]
+LLAMA_CPP_BUILD = (Path(os.environ.get("TOKSPEED_CACHE", str(Path.home() / ".cache" / "tokspeed")))
+                   / f"llama-server-{LLAMA_CPP_VERSION}" / "bin")
 
 
 def free_port() -> int:

@@ -39,13 +39,11 @@ from typing import Any
 import pytest
 
 from harness import load_json, run_cli
-from real_servers import Server, free_port, measured
+from real_servers import LLAMA_CPP_BUILD, Server, free_port, measured
 
 pytestmark = pytest.mark.integration
 
-VERSION = "0.3.36"  # llama-cpp-python's sdist the binary is built from: .ci/build-llama-server's VERSION
-CACHE = Path(os.environ.get("TOKSPEED_CACHE", str(Path.home() / ".cache" / "tokspeed")))
-BINARY = Path(os.environ.get("TOKSPEED_LLAMA_SERVER", str(CACHE / f"llama-server-{VERSION}" / "bin" / "llama-server")))
+BINARY = Path(os.environ.get("TOKSPEED_LLAMA_SERVER", str(LLAMA_CPP_BUILD / "llama-server")))
 READY_S = 120.0  # measured ~1 s for this model on 2 cores
 REQUESTS = 6
 MAX_TOKENS = 16

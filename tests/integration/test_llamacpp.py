@@ -57,11 +57,10 @@ from typing import Any
 
 import pytest
 
+from real_servers import LLAMA_CPP_BUILD, Server, free_port, measured
+
 ROOT = Path(__file__).resolve().parents[2]
 _VENV_PYTHON = ROOT / ".venv-llama" / "bin" / "python"
-VERSION = "0.3.36"  # .ci/build-llama-server's VERSION: the libraries in its cache are this llama-cpp-python's llama.cpp
-_CACHE = Path(os.environ.get("TOKSPEED_CACHE", str(Path.home() / ".cache" / "tokspeed")))
-_CACHED_LIBS = _CACHE / f"llama-server-{VERSION}" / "bin"
 
 
 def _server_python() -> str:
@@ -72,9 +71,9 @@ def _server_python() -> str:
 
 def _library_env() -> dict[str, str]:
     """LLAMA_CPP_LIB_PATH for a llama-cpp-python installed without its own library (LLAMA_BUILD=OFF)."""
-    if os.environ.get("LLAMA_CPP_LIB_PATH") or not (_CACHED_LIBS / "libllama.so").exists():
+    if os.environ.get("LLAMA_CPP_LIB_PATH") or not (LLAMA_CPP_BUILD / "libllama.so").exists():
         return {}
-    return {"LLAMA_CPP_LIB_PATH": str(_CACHED_LIBS)}
+    return {"LLAMA_CPP_LIB_PATH": str(LLAMA_CPP_BUILD)}
 
 
 LLAMACPP_PYTHON = _server_python()
@@ -88,7 +87,6 @@ if _probe.returncode != 0:
 
 from gguf_model import N_CTX  # noqa: E402  (after the module-level skip: they import llama.cpp helpers)
 from harness import load_json, run_cli  # noqa: E402
-from real_servers import Server, free_port, measured  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

@@ -107,16 +107,15 @@ def judge(outcome: Outcome, offered: float) -> Outcome:
     "Kept up" compares what the server completed with what arrived in the same
     steady window when the outcome knows it, else with `offered` (the rate asked).
     """
-    asked = offered
-    offered = outcome.offered_rate or offered
+    sent = outcome.offered_rate or offered
     achieved = outcome.achieved_rate
-    behind = achieved is not None and achieved < (1 - keep_up_slack(outcome.arrived)) * offered
+    behind = achieved is not None and achieved < (1 - keep_up_slack(outcome.arrived)) * sent
     if outcome.client_limited and not behind:  # the asked rate was not what ran: no verdict on the server at it
         return dataclasses.replace(outcome, passed=False)
     if behind:  # even short of the asked rate (its queue, and so its connections, grew), the server fell behind
-        why = f"over-saturated: completed {achieved:.3g} of {offered:.3g} req/s arriving at steady state"
+        why = f"over-saturated: completed {achieved:.3g} of {sent:.3g} req/s arriving at steady state"
         if outcome.client_limited:  # a server that fell behind a lower rate is over this one too
-            why += f"; {CLIENT_SHORT_SAID} {offered:.3g} of {asked:.3g} req/s asked"
+            why += f"; {CLIENT_SHORT_SAID} {sent:.3g} of {offered:.3g} req/s asked"
         return dataclasses.replace(outcome, passed=False, reason=why, client_limited=False)
     return outcome
 

@@ -166,8 +166,8 @@ ENGINES: tuple[EngineMetrics, ...] = (
 )
 
 
-# what the "serves no metric tokspeed knows" notes name
-KNOWN_ENGINES = "vLLM, SGLang, TGI, llama.cpp, Triton, tokspeed sim"
+# what the "serves no metric tokspeed knows" notes name: every engine above, so a new one is named there too
+KNOWN_ENGINES = ", ".join(e.engine for e in ENGINES)
 
 
 def detect_engine(names: Iterable[str]) -> EngineMetrics | None:
