@@ -50,3 +50,15 @@ def test_every_record_field_a_formula_reads_is_documented() -> None:
 
     assert used <= set(RequestRecord(index=0, iteration=1, warmup=False, scheduled_ns=0).to_json_dict(0))
     assert {f for f in used if f"`{f}`" not in SPEC} == set()
+
+
+def test_every_metric_of_the_table_has_its_formula_and_summary_rows() -> None:
+    """Each per-request formula the metric table names is a row of the spec's formula table, and each
+    distribution a row of its summary table (`input_tokens`, `output_tokens` share one)."""
+    from tokspeed.metrics.table import METRICS
+
+    rows = [line for line in SPEC.splitlines() if line.startswith("| ")]
+    formulas = {line.split(" | ")[0].removeprefix("| ") for line in rows}
+    assert {m.spec for m in METRICS if m.spec is not None} - formulas == set()
+    documented = {m.field for m in METRICS if any(line.startswith(f"| `{m.field}`") or f"`, `{m.field}` |" in line for line in rows)}
+    assert documented == {m.field for m in METRICS}

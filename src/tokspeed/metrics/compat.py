@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from tokspeed.metrics.table import peer_metric
 from tokspeed.records import RequestRecord
 
 SCHEMA = "tokspeed.compat/1"
@@ -263,6 +264,12 @@ def _ts(summary: Any, key: str) -> dict[str, float | None]:
     return {s: getattr(d, s) for s in STATS}
 
 
+def _peer(tool: str, name: str, stats: dict[str, float | None], summary: Any, note: str) -> CompatMetric:
+    """A peer's latency distribution (ms) beside the tokspeed metric the metric table pairs it with."""
+    ours = peer_metric(tool, name).field
+    return CompatMetric(name, "ms", stats, _ts(summary, ours), ours, note)
+
+
 def _ts_scalar(summary: Any, key: str) -> dict[str, float | None]:
     return {"value": None if summary is None else getattr(summary.throughput, key)}
 
@@ -288,13 +295,13 @@ def vllm_view(records: Sequence[RequestRecord], benchmark: int = 0, name: str = 
     ok = measured_ok(records, benchmark)
     dur = duration_s(records, benchmark)
     metrics = [
-        CompatMetric("TTFT", "ms", _dist(vllm_ttft_ms, ok), _ts(summary, "ttft_ms"), "ttft_ms",
+        _peer("vllm", "TTFT", _dist(vllm_ttft_ms, ok), summary,
                      "vLLM may stop the clock at a role-only chat chunk; tokspeed waits for the first real token"),
-        CompatMetric("TPOT", "ms", _dist(vllm_tpot_ms, ok), _ts(summary, "tpot_ms"), "tpot_ms",
+        _peer("vllm", "TPOT", _dist(vllm_tpot_ms, ok), summary,
                      "same (E2E − TTFT)/(N − 1), but vLLM's E2E ends at the last chunk, tokspeed's at the last byte"),
-        CompatMetric("ITL", "ms", _pooled(vllm_itls_ms, ok), _ts(summary, "itl_ms"), "itl_ms",
+        _peer("vllm", "ITL", _pooled(vllm_itls_ms, ok), summary,
                      "vLLM: one value per chunk gap; tokspeed spreads a k-token chunk's gap over its k tokens"),
-        CompatMetric("E2EL", "ms", _dist(vllm_e2el_ms, ok), _ts(summary, "e2e_ms"), "e2e_ms",
+        _peer("vllm", "E2EL", _dist(vllm_e2el_ms, ok), summary,
                      "vLLM ends at the last choices chunk; tokspeed at the last byte (usage trailer, [DONE])"),
         *_throughputs(ok, dur, summary, _WINDOW),
     ]
@@ -315,13 +322,13 @@ def aiperf_view(records: Sequence[RequestRecord], benchmark: int = 0, name: str 
     ok = measured_ok(records, benchmark)
     dur = duration_s(records, benchmark)
     metrics = [
-        CompatMetric("Time to First Token", "ms", _dist(aiperf_ttft_ms, ok), _ts(summary, "ttft_ms"), "ttft_ms",
+        _peer("aiperf", "Time to First Token", _dist(aiperf_ttft_ms, ok), summary,
                      "same first content-or-reasoning response"),
-        CompatMetric("Inter Token Latency", "ms", _dist(aiperf_itl_ms, ok), _ts(summary, "tpot_ms"), "tpot_ms",
+        _peer("aiperf", "Inter Token Latency", _dist(aiperf_itl_ms, ok), summary,
                      "AIPerf's ITL is tokspeed's TPOT (one value per request), ending at the last chunk, not the last byte"),
-        CompatMetric("Inter Chunk Latency", "ms", _pooled(aiperf_icls_ms, ok), _ts(summary, "itl_ms"), "itl_ms",
+        _peer("aiperf", "Inter Chunk Latency", _pooled(aiperf_icls_ms, ok), summary,
                      "AIPerf: raw chunk gaps; tokspeed's ITL spreads a k-token chunk's gap over its k tokens"),
-        CompatMetric("Request Latency", "ms", _dist(aiperf_request_latency_ms, ok), _ts(summary, "e2e_ms"), "e2e_ms",
+        _peer("aiperf", "Request Latency", _dist(aiperf_request_latency_ms, ok), summary,
                      "AIPerf ends at the last content response; tokspeed at the last byte"),
         *_throughputs(ok, dur, summary, _WINDOW),
     ]
@@ -337,13 +344,13 @@ def guidellm_view(records: Sequence[RequestRecord], benchmark: int = 0, name: st
     ok = measured_ok(records, benchmark)
     dur = duration_s(records, benchmark)
     metrics = [
-        CompatMetric("TTFT", "ms", _dist(guidellm_ttft_ms, ok), _ts(summary, "ttft_ms"), "ttft_ms",
+        _peer("guidellm", "TTFT", _dist(guidellm_ttft_ms, ok), summary,
                      "same first token iteration"),
-        CompatMetric("TPOT", "ms", _dist(guidellm_tpot_ms, ok), _ts(summary, "tpot_ms"), "tpot_ms",
+        _peer("guidellm", "TPOT", _dist(guidellm_tpot_ms, ok), summary,
                      "guidellm includes the first token: (last token − start)/N, so TTFT is inside it"),
-        CompatMetric("ITL", "ms", _dist(guidellm_itl_ms, ok), _ts(summary, "tpot_ms"), "tpot_ms",
+        _peer("guidellm", "ITL", _dist(guidellm_itl_ms, ok), summary,
                      "guidellm's ITL is per request, (last − first token)/(N − 1): tokspeed's TPOT without the tail to the last byte"),
-        CompatMetric("Request Latency", "ms", _dist(guidellm_request_latency_ms, ok), _ts(summary, "e2e_ms"), "e2e_ms",
+        _peer("guidellm", "Request Latency", _dist(guidellm_request_latency_ms, ok), summary,
                      "same request end − start"),
         CompatMetric("Request throughput", "req/s", _scalar(None if not dur else len(ok) / dur),
                      _ts_scalar(summary, "requests_per_s"), "requests_per_s", _WINDOW),

@@ -17,25 +17,11 @@ from tokspeed.metrics.conversations import (
     TurnStats,
 )
 from tokspeed.metrics.server_timing import ServerTimingSummary
+from tokspeed.metrics.table import METRICS
 from tokspeed.stats.distribution import STAT_NAMES, Distribution, QuantileCI
 
-# Summary field -> (metric name, unit suffix) for flat names; "" = a plain count
-DISTRIBUTIONS: dict[str, tuple[str, str]] = {
-    "ttft_ms": ("ttft", "ms"),
-    "ttfa_ms": ("ttfa", "ms"),
-    "itl_ms": ("itl", "ms"),
-    "chunk_gap_ms": ("chunk_gap", "ms"),
-    "tpot_ms": ("tpot", "ms"),
-    "ntpot_ms": ("ntpot", "ms"),
-    "e2e_ms": ("e2e", "ms"),
-    "lateness_ms": ("lateness", "ms"),
-    "connect_ms": ("connect", "ms"),
-    "ttft_from_scheduled_ms": ("ttft_from_scheduled", "ms"),
-    "e2e_from_scheduled_ms": ("e2e_from_scheduled", "ms"),
-    "decode_tokens_per_s": ("decode", "tokens_per_s"),
-    "input_tokens": ("input_tokens", ""),
-    "output_tokens": ("output_tokens", ""),
-}
+# Summary field -> (metric name, unit suffix) for flat names; "" = a plain count (from the metric table)
+DISTRIBUTIONS: dict[str, tuple[str, str]] = {m.field: (m.name, m.unit) for m in METRICS}
 
 
 class _Frozen(BaseModel):

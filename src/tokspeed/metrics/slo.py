@@ -25,23 +25,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tokspeed.errors import ConfigError
+from tokspeed.metrics.table import PER_REQUEST_SLOS
 from tokspeed.stats.distribution import quantile_of_name
 
 STATS = ("mean", "stdev", "min", "p50", "p90", "p95", "p99", "p999", "max")
-# per-request metric name -> unit suffix
-PER_REQUEST = {
-    "ttft": "ms",
-    "ttfa": "ms",
-    "tpot": "ms",
-    "ntpot": "ms",
-    "itl": "ms",
-    "e2e": "ms",
-    "decode": "tokens_per_s",
-    # open loop (--rate) only: from the scheduled arrival, so client-side waiting counts
-    "ttft_from_scheduled": "ms",
-    "e2e_from_scheduled": "ms",
-}
-FROM_SCHEDULE = ("ttft_from_scheduled", "e2e_from_scheduled")
+# per-request metric name -> unit suffix (the metric table's, in its order); the open-loop ones count from the
+# scheduled arrival (--rate only), so client-side waiting counts
+PER_REQUEST: dict[str, str] = {m.name: m.unit for m in PER_REQUEST_SLOS}
+FROM_SCHEDULE: tuple[str, ...] = tuple(m.name for m in PER_REQUEST_SLOS if m.open_loop)
 RUN_LEVEL = ("error_rate", "requests_per_s", "output_tokens_per_s", "total_tokens_per_s")
 
 _OPS: dict[str, Callable[[float, float], bool]] = {

@@ -24,7 +24,8 @@ Warm-up records (`warmup=True`) are always left out. Formulas:
   time (coordinated-omission corrected) over completed requests, and the
   schedule's realised rates (`tokspeed.metrics.schedule`); otherwise empty / None.
 
-Per-request formulas live in `tokspeed.metrics.request`, pooled chunk timing in
+Which distributions there are, over which requests and with which interval comes from the table in
+`tokspeed.metrics.table`; per-request formulas live in `tokspeed.metrics.request`, pooled chunk timing in
 `tokspeed.metrics.chunks`, goodput and SLO verdicts in `tokspeed.metrics.goodput`.
 """
 
@@ -33,12 +34,11 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from tokspeed.metrics import request as rq
-from tokspeed.metrics.chunks import ChunkTiming, chunk_timing
+from tokspeed.metrics.chunks import chunk_timing
 from tokspeed.metrics.conversations import ConversationAccumulator
 from tokspeed.metrics.goodput import (
     good_count,
@@ -59,6 +59,7 @@ from tokspeed.metrics.schema import (
 from tokspeed.metrics.server_timing import ServerTimingAccumulator
 from tokspeed.metrics.slo import SLO
 from tokspeed.metrics.sustained import Sustained, SustainedWindow
+from tokspeed.metrics.table import METRICS, PER_REQUEST_SLOS, WITH_INTERVALS
 from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
 from tokspeed.stats.bootstrap import bootstrap_percentile_cis
 from tokspeed.stats.distribution import (
@@ -119,7 +120,7 @@ class SummaryBuilder:
         self._turns = turns
         self._batch: list[RequestRecord] = []
         self._batch_chunks = 0
-        self._samples = {name: BoundedSample() for name in _SAMPLES}
+        self._samples = {m.field: BoundedSample() for m in METRICS}
         self._measured = self._completed = self._errored = self._cancelled = self._good = 0
         self._errors: Counter[str] = Counter()
         self._first_sent: int | None = None  # of finished (completed or errored) measured requests
@@ -172,8 +173,8 @@ class SummaryBuilder:
             input_sources=dict(sorted(self._input_sources.items())),
             output_sources=dict(sorted(self._output_sources.items())),
         )
-        with_ci = {field: samples[field].distribution_with_ci(1 / NS_PER_MS) for field in _WITH_CI}
-        plain = {field: samples[field].distribution(scale) for field, scale in _PLAIN.items()}
+        with_ci = {m.field: samples[m.field].distribution_with_ci(m.scale) for m in WITH_INTERVALS}
+        plain = {m.field: samples[m.field].distribution(m.scale) for m in METRICS if m.interval is None}
         base = Summary(
             requests=RequestCounts(
                 completed=completed,
@@ -185,20 +186,7 @@ class SummaryBuilder:
             error_rate=self._errored / (completed + self._errored) if completed or self._errored else None,
             errors=dict(sorted(self._errors.items())),
             window_s=window,
-            ttft_ms=with_ci["ttft_ms"][0],
-            ttfa_ms=plain["ttfa_ms"],
-            itl_ms=with_ci["itl_ms"][0],
-            chunk_gap_ms=plain["chunk_gap_ms"],
-            tpot_ms=with_ci["tpot_ms"][0],
-            ntpot_ms=plain["ntpot_ms"],
-            e2e_ms=with_ci["e2e_ms"][0],
-            lateness_ms=plain["lateness_ms"],
-            connect_ms=plain["connect_ms"],
-            ttft_from_scheduled_ms=plain["ttft_from_scheduled_ms"],
-            e2e_from_scheduled_ms=plain["e2e_from_scheduled_ms"],
-            decode_tokens_per_s=plain["decode_tokens_per_s"],
-            input_tokens=plain["input_tokens"],
-            output_tokens=plain["output_tokens"],
+            **{m.field: with_ci[m.field][0] if m.interval else plain[m.field] for m in METRICS},
             throughput=_throughput(completed, tokens, window, self._sustained.result()),
             schedule=self._schedule(),
             tokens=tokens,
@@ -224,12 +212,10 @@ class SummaryBuilder:
         if not self._extra:
             return {}
         out: dict[str, dict[str, float | None]] = {}
-        for field in _SAMPLES:
-            sample = self._samples[field]
-            if not sample.count:
-                continue
-            scale = 1 / NS_PER_MS if field in _WITH_CI else _PLAIN[field]
-            out[field] = {name: _scale(sample.quantile(q), scale) for name, q in self._extra}
+        for m in METRICS:
+            sample = self._samples[m.field]
+            if sample.count:
+                out[m.field] = {name: _scale(sample.quantile(q), m.scale) for name, q in self._extra}
         return out
 
     def _request_cis(self, with_ci: dict[str, tuple[Distribution, dict[str, QuantileCI | None]]]
@@ -259,38 +245,28 @@ class SummaryBuilder:
         if not batch:
             return
         samples = self._samples
-        samples["lateness_ms"].add(_column(rq.lateness_ns, batch))
-        samples["connect_ms"].add(_column(lambda r: r.connect_duration_ns, batch))
+        for m in _OVER_MEASURED:
+            if m.value is not None:
+                samples[m.field].add(_column(m.value, batch))
         ok = [r for r in batch if r.status is Status.OK]
         if not ok:
             return
         timing = chunk_timing(ok)
-        per_request = _PerRequest.of(ok, timing)
         if self._itl_counts is not None:
             counts = [itl_count(r) for r in ok]
             self._itl_counts = self._itl_counts + counts if sum(counts) == timing.itl_ns.size else None
-        for field, column in (
-            ("ttft_ms", per_request.ttft_ns),
-            ("ttfa_ms", per_request.ttfa_ns),
-            ("itl_ms", timing.itl_ns),
-            ("chunk_gap_ms", timing.gaps_ns),
-            ("tpot_ms", per_request.tpot_ns),
-            ("ntpot_ms", per_request.ntpot_ns),
-            ("e2e_ms", per_request.e2e_ns),
-            ("decode_tokens_per_s", per_request.decode_tokens_per_s),
-            ("input_tokens", _column(lambda r: r.input_tokens, ok)),
-            ("output_tokens", _column(lambda r: r.output_tokens, ok)),
-        ):
-            samples[field].add(column)
-        if self._target_rate is not None:  # open loop: latency from the scheduled time
-            samples["ttft_from_scheduled_ms"].add(per_request.ttft_from_scheduled_ns)
-            samples["e2e_from_scheduled_ms"].add(per_request.e2e_from_scheduled_ns)
+        columns = {m.field: _column(m.value, ok) for m in _OVER_COMPLETED if m.value is not None}
+        pooled = {"tokens": timing.itl_ns, "chunks": timing.gaps_ns}
+        for m in METRICS:
+            if m.over != "measured" and (self._target_rate is not None or not m.open_loop):  # open loop: from the schedule
+                samples[m.field].add(pooled[m.over] if m.value is None else columns[m.field])
         self._completed += len(ok)
         self._input_total += sum(r.input_tokens or 0 for r in ok)
         self._output_total += sum(r.output_tokens or 0 for r in ok)
         self._input_sources.update(_source(r.input_tokens_source) for r in ok)
         self._output_sources.update(_source(r.output_tokens_source) for r in ok)
-        slo_values = per_request.slo_values()
+        slo_values = {m.name: (timing.max_itl_ns if m.slo == "max" else columns[m.field]) / m.divisor
+                      for m in PER_REQUEST_SLOS}
         if self._thresholds:
             self._good += good_count(slo_values, self._thresholds, len(ok))
         self._met.update(met_counts(self._slos, slo_values))
@@ -314,21 +290,8 @@ class SummaryBuilder:
         )
 
 
-# distributions with a percentile CI (ns -> ms), then the others and their scale
-_WITH_CI = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
-_PLAIN: dict[str, float] = {
-    "ntpot_ms": 1 / NS_PER_MS,
-    "ttfa_ms": 1 / NS_PER_MS,
-    "chunk_gap_ms": 1 / NS_PER_MS,
-    "lateness_ms": 1 / NS_PER_MS,
-    "connect_ms": 1 / NS_PER_MS,
-    "ttft_from_scheduled_ms": 1 / NS_PER_MS,
-    "e2e_from_scheduled_ms": 1 / NS_PER_MS,
-    "decode_tokens_per_s": 1.0,
-    "input_tokens": 1.0,
-    "output_tokens": 1.0,
-}
-_SAMPLES = _WITH_CI + tuple(_PLAIN)
+_OVER_MEASURED = tuple(m for m in METRICS if m.over == "measured")
+_OVER_COMPLETED = tuple(m for m in METRICS if m.over == "completed")
 _BATCH_RECORDS = 4096
 _BATCH_CHUNKS = 1 << 16  # ~256 records of 256 tokens: the batch's numpy temporaries stay a few MB
 
@@ -368,49 +331,6 @@ def error_key(r: RequestRecord) -> str:
     if r.http_status is not None and r.error_kind in (None, ErrorKind.HTTP):
         return f"http_{r.http_status}"
     return r.error_kind.value if r.error_kind is not None else "other"
-
-
-@dataclass(frozen=True, slots=True)
-class _PerRequest:
-    """Per-request values of the completed requests, in ns (NaN = not applicable)."""
-
-    ttft_ns: np.ndarray
-    ttfa_ns: np.ndarray
-    tpot_ns: np.ndarray
-    ntpot_ns: np.ndarray
-    e2e_ns: np.ndarray
-    decode_tokens_per_s: np.ndarray
-    max_itl_ns: np.ndarray
-    ttft_from_scheduled_ns: np.ndarray
-    e2e_from_scheduled_ns: np.ndarray
-
-    @classmethod
-    def of(cls, ok: Sequence[RequestRecord], timing: ChunkTiming) -> _PerRequest:
-        return cls(
-            ttft_ns=_column(rq.ttft_ns, ok),
-            ttfa_ns=_column(rq.ttfa_ns, ok),
-            tpot_ns=_column(rq.tpot_ns, ok),
-            ntpot_ns=_column(rq.ntpot_ns, ok),
-            e2e_ns=_column(rq.e2e_ns, ok),
-            decode_tokens_per_s=_column(rq.decode_tokens_per_s, ok),
-            max_itl_ns=timing.max_itl_ns,
-            ttft_from_scheduled_ns=_column(rq.ttft_from_scheduled_ns, ok),
-            e2e_from_scheduled_ns=_column(rq.e2e_from_scheduled_ns, ok),
-        )
-
-    def slo_values(self) -> dict[str, np.ndarray]:
-        """Per-request SLO metric -> values in the SLO's unit (ms, tokens/s)."""
-        return {
-            "ttft": self.ttft_ns / NS_PER_MS,
-            "ttfa": self.ttfa_ns / NS_PER_MS,
-            "tpot": self.tpot_ns / NS_PER_MS,
-            "ntpot": self.ntpot_ns / NS_PER_MS,
-            "itl": self.max_itl_ns / NS_PER_MS,
-            "e2e": self.e2e_ns / NS_PER_MS,
-            "decode": self.decode_tokens_per_s,
-            "ttft_from_scheduled": self.ttft_from_scheduled_ns / NS_PER_MS,
-            "e2e_from_scheduled": self.e2e_from_scheduled_ns / NS_PER_MS,
-        }
 
 
 def _column(

@@ -18,6 +18,7 @@ from tokspeed.compare.evidence import RunData
 from tokspeed.errors import ConfigError
 from tokspeed.metrics.samples import request_samples
 from tokspeed.metrics.slo import parse_slo
+from tokspeed.metrics.table import WITH_INTERVALS
 from tokspeed.records import RequestRecord
 from tokspeed.reports import figures as fg
 from tokspeed.reports.compare_text import (
@@ -47,7 +48,8 @@ from tokspeed.results import Benchmark, RunResult
 from tokspeed.results.records import records_by_benchmark
 from tokspeed.stats.distribution import Distribution
 
-DISTRIBUTIONS = (("ttft", "TTFT", "requests"), ("itl", "ITL (per token)", "tokens"), ("tpot", "TPOT", "requests"), ("e2e", "E2E latency", "requests"))
+# (family, label, what a value is per) of the distributions drawn: those with intervals in the metric table
+DISTRIBUTIONS = tuple((m.name, m.label, "tokens" if m.over == "tokens" else "requests") for m in WITH_INTERVALS)
 
 
 @dataclass

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tokspeed.metrics import request as rq
 from tokspeed.metrics.samples import request_samples
 from tokspeed.metrics.schema import Summary
+from tokspeed.metrics.table import BY_FIELD, WITH_INTERVALS
 from tokspeed.metrics.token_audit import TokenAudit
 from tokspeed.records import RequestRecord, Status
 from tokspeed.stats.bootstrap import (
@@ -23,9 +23,8 @@ from tokspeed.stats.bootstrap import (
 )
 from tokspeed.stats.distribution import CI_QUANTILES, QuantileCI, required_samples
 
-NS_PER_MS = 1_000_000
 _QS = {"p50": 50.0, "p90": 90.0, "p99": 99.0}
-_METRICS = {"ttft_ms": "TTFT", "itl_ms": "ITL", "tpot_ms": "TPOT", "e2e_ms": "E2E"}
+_METRICS = {m.field: m.short for m in WITH_INTERVALS}
 
 
 def _f(v: float | None, unit: str = "") -> str:
@@ -72,12 +71,12 @@ def token_audit_lines(name: str, audit: TokenAudit) -> list[str]:
 
 def _values_ms(name: str, ok: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray | None]:
     """The values of one metric and, for per-token ITL, each value's request (None: one per request)."""
-    if name == "itl_ms":
+    metric = BY_FIELD[name]
+    if metric.value is None:  # pooled per token: ITL
         samples = request_samples(list(ok))
         return samples.itl_ms, samples.itl_owner
-    fn = {"ttft_ms": rq.ttft_ns, "tpot_ms": rq.tpot_ns, "e2e_ms": rq.e2e_ns}[name]
-    vals = [fn(r) for r in ok]
-    return np.array([v for v in vals if v is not None], dtype=np.float64) / NS_PER_MS, None
+    vals = [metric.value(r) for r in ok]
+    return np.array([v for v in vals if v is not None], dtype=np.float64) / metric.divisor, None
 
 
 def stats_lines(name: str, summary: Summary, records: Sequence[RequestRecord], precision: float = 0.10) -> list[str]:

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tokspeed.metrics.schema import Schedule, Summary
+from tokspeed.metrics.table import METRICS, WITH_INTERVALS
 from tokspeed.reports.format import fmt
 from tokspeed.results import Benchmark, RunResult
 from tokspeed.stats.distribution import (
@@ -25,22 +26,8 @@ from tokspeed.stats.distribution import (
     required_samples,
 )
 
-ROWS: tuple[tuple[str, str, str], ...] = (
-    ("ttft_ms", "TTFT", "ms"),
-    ("ttfa_ms", "Time to first answer", "ms"),
-    ("itl_ms", "ITL (per token)", "ms"),
-    ("tpot_ms", "TPOT", "ms"),
-    ("ntpot_ms", "NTPOT (E2E / token)", "ms"),
-    ("e2e_ms", "E2E latency", "ms"),
-    ("decode_tokens_per_s", "Decode speed per user", "tok/s"),
-    ("chunk_gap_ms", "Gap between chunks", "ms"),
-    ("lateness_ms", "Send lateness", "ms"),
-    ("connect_ms", "Connect (new connections)", "ms"),
-    ("ttft_from_scheduled_ms", "TTFT from schedule", "ms"),
-    ("e2e_from_scheduled_ms", "E2E from schedule", "ms"),
-    ("input_tokens", "Input tokens", "tok"),
-    ("output_tokens", "Output tokens", "tok"),
-)
+# (Summary field, label, unit) of each distribution's row, in the metric table's order
+ROWS: tuple[tuple[str, str, str], ...] = tuple((m.field, m.label, m.display_unit) for m in METRICS)
 STATS = ("mean", "p50", "p90", "p95", "p99", "p999", "max")
 
 
@@ -213,7 +200,7 @@ def cooldown_lines(bench: Benchmark) -> list[str]:
                   f"{fmt(t.throughput.output_tokens_per_s)} tok/s · {fmt(t.throughput.requests_per_s)} req/s"]
 
 
-CI_ROWS: tuple[tuple[str, str], ...] = (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E"))
+CI_ROWS: tuple[tuple[str, str], ...] = tuple((m.field, m.short) for m in WITH_INTERVALS)
 CI_PRECISION = 0.10  # the hint: requests for a p99 CI within ±10% of p99
 
 
