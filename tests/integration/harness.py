@@ -88,6 +88,15 @@ def wait_for_records(out: Path, n: int, proc: subprocess.Popen[str], timeout_s: 
     raise AssertionError(f"fewer than {n} records in {out} (exit {proc.poll()})")
 
 
+def capacity_search(sim: SimServer, out: Path, *args: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`tokspeed capacity` against `sim` into `out` (exit 0, or 3 for an SLO verdict): run.json and its capacity."""
+    p = run_cli("capacity", "--target", sim.url, "--precision", "5%", "--out", str(out), "--plain", "--no-telemetry",
+                *args, timeout=600)
+    assert p.returncode in (0, 3), p.stdout + p.stderr
+    result = load_json(out / "run.json")
+    return result, result["capacity"]
+
+
 def load_json(path: Path) -> Any:
     return orjson.loads(path.read_bytes())
 

@@ -21,7 +21,7 @@ light and steady neighbours for each other, so the file holds the machine ~4 min
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,20 +30,12 @@ from typing import Any
 import pytest
 
 import queue_truth
-from harness import SimServer, load_json, records, run_cli
+from harness import SimServer, capacity_search, records
 
 SLOTS = 4
 SIM = ("--ttft-ms", "8", "--itl-ms", "8", "--max-concurrency", str(SLOTS))
 WORKLOAD = ("--dataset", "synthetic", "--input-tokens", "16", "--max-tokens", "5", "--extra-body", '{"ignore_eos": true}')
 UNSTEADY = 0.10  # the halves' capacities this far apart: the machine changed under the run
-
-
-def search(sim: SimServer, out: Path, *args: str) -> tuple[dict, dict]:
-    p = run_cli("capacity", "--target", sim.url, *WORKLOAD, "--precision", "5%", "--out", str(out), "--plain",
-                "--no-telemetry", *args, timeout=600)
-    assert p.returncode in (0, 3), p.stdout + p.stderr
-    result = load_json(out / "run.json")
-    return result, result["capacity"]
 
 
 # (arrival, SLO, metric, percentile, limit ms, probe duration). The four searches run at once (module fixture
@@ -69,7 +61,7 @@ class Searched:
 
 def _search_case(sim: SimServer, out: Path, case: str) -> tuple[dict, dict]:
     arrival, slo, _, _, _, probe = CASES[case]
-    return search(sim, out, "--arrival", arrival, "--slo", slo, "--start", "40", "--probe-duration", probe,
+    return capacity_search(sim, out, *WORKLOAD, "--arrival", arrival, "--slo", slo, "--start", "40", "--probe-duration", probe,
                   "--probe-warmup", "1s", "--max-time", "6m")
 
 
@@ -136,51 +128,3 @@ def test_capacity_matches_the_steady_state_queue(searches: dict[str, Searched], 
         assert (not p["passed"] if drowned else offered >= p["value"] * (1 - spread)), p
         assert offered <= p["value"] * (1 + spread), p
     assert cap["requests_spent"] > 0 and cap["seconds_spent"] > 0
-
-
-def test_a_server_that_never_queues_is_not_given_a_capacity(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
-    """Unlimited slots, 1-s answers: the old search called this overloaded at ~14 req/s (drain read as overload)."""
-    sim = start_sim("--ttft-ms", "20", "--itl-ms", "20")
-    result, cap = search(sim, tmp_path / "c", "--slo", "ttft_p99_ms<=200", "--start", "10", "--max-rate", "40",
-                         "--max-tokens", "50", "--probe-duration", "3s", "--probe-warmup", "1s")
-    assert cap["stopped_by"] == "max_value" and cap["value"] == 40 and cap["high"] is None
-    assert all(p["passed"] for p in cap["probes"]), cap["probes"]
-    assert cap["requests_per_s"] == pytest.approx(40, rel=0.05)
-    assert "held up to" in cap["finding"]
-
-
-def test_an_slo_one_request_at_a_time_misses_ends_the_search_at_once(
-    start_sim: Callable[..., SimServer], tmp_path: Path
-) -> None:
-    sim = start_sim("--ttft-ms", "50", "--itl-ms", "1")
-    result, cap = search(sim, tmp_path / "c", "--slo", "ttft_p99_ms<=10", "--max-tokens", "4")
-    assert cap["stopped_by"] == "baseline" and cap["value"] is None and cap["probes"] == []
-    assert len(result["benchmarks"]) == 1 and "one request at a time" in cap["finding"]
-
-
-def test_ctrl_c_keeps_every_finished_probe_and_the_bracket(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    sim = start_sim(*SIM)
-    out = tmp_path / "c"
-    proc = subprocess.Popen([sys.executable, "-m", "tokspeed", "capacity", "--target", sim.url, *WORKLOAD,
-                             "--slo", "ttft_p99_ms<=200", "--start", "40", "--probe-duration", "1s", "--probe-warmup", "0",
-                             "--no-telemetry", "--plain", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # until two probes are in run.json
-        if (out / "run.json").exists() and len(load_json(out / "run.json")["benchmarks"]) >= 2:
-            break
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=60)
-    result = load_json(out / "run.json")
-    cap = result["capacity"]
-    assert result["status"] == "interrupted" and cap is not None, result["status"]
-    assert cap["stopped_by"] == "interrupted" and len(cap["probes"]) >= 2
-    # 40 req/s is well under the 100 the server serves (its p99, the slowest of ~40 answers in a 1-s probe, is
-    # ~10 ms; 200 leaves room for a loaded machine's stall), and what the search kept is what its probes passed
-    assert cap["probes"][0]["passed"], cap["probes"]
-    assert cap["value"] == max(p["value"] for p in cap["probes"] if p["passed"]), cap
