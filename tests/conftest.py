@@ -27,7 +27,9 @@ module-scoped servers a file's first test starts are set up inside it too.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -80,6 +82,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if d is None:
         yield
         return
+    asked = time.time()
     with open(d / "turnstile", "a") as turnstile, open(d / "machine", "a") as machine:
         if _alone(item):
             fcntl.flock(turnstile, fcntl.LOCK_EX)  # new shared holders wait behind this one
@@ -88,11 +91,24 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             fcntl.flock(turnstile, fcntl.LOCK_SH)  # not while a timing test waits or runs
             fcntl.flock(turnstile, fcntl.LOCK_UN)
             fcntl.flock(machine, fcntl.LOCK_SH)
+        held = time.time()
         try:
             yield
         finally:
             fcntl.flock(machine, fcntl.LOCK_UN)
             fcntl.flock(turnstile, fcntl.LOCK_UN)
+            _log_timeline(item, asked, held, time.time())
+
+
+def _log_timeline(item: pytest.Item, asked: float, held: float, done: float) -> None:
+    """$TOKSPEED_TEST_TIMELINE: one JSON line per test (worker, when it asked for the lock, got it, ended), to see
+    where a run's time goes (`python tests/timeline.py FILE`)."""
+    path = os.environ.get("TOKSPEED_TEST_TIMELINE")
+    if path:
+        line = {"worker": os.environ.get("PYTEST_XDIST_WORKER"), "test": item.nodeid, "alone": _alone(item),
+                "asked": asked, "held": held, "done": done}
+        with open(path, "a") as f:
+            f.write(json.dumps(line) + "\n")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
