@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tokspeed.cli.run_cmd import _headers, _json_object, _normalise_target, _profile
+from tokspeed.cli.run_cmd import _normalise_target, _profile
+from tokspeed.cli.run_options import _headers, _json_object
 from tokspeed.config import RunConfig, config_from_sources
 from tokspeed.errors import ConfigError
 from tokspeed.units import parse_duration

@@ -1,6 +1,6 @@
 """`tokspeed sweep` and `tokspeed capacity`: every `run` option, plus what each adds.
 
-Both commands take exactly `run`'s options (their signatures are `run`'s, extended),
+Both commands take exactly `run`'s options (their signatures are `run_options.signature()`, extended),
 so a flag means the same thing everywhere.
 """
 
@@ -12,8 +12,9 @@ from typing import Annotated, Any, Literal, Optional
 
 import typer
 
+from tokspeed.cli import run_options
 from tokspeed.cli.plans import CapacityPlan, Mode
-from tokspeed.cli.run_cmd import dispatch, run
+from tokspeed.cli.run_cmd import dispatch
 from tokspeed.errors import ConfigError
 from tokspeed.runner.sweep import ProbeSettings
 from tokspeed.units import parse_duration
@@ -94,24 +95,16 @@ MAX_RATE = inspect.Parameter(
 
 def _extended(name: str, extra: list[inspect.Parameter], body: Callable[..., int]) -> Callable[..., int]:
     """A command with run's options plus `extra`; `body(flags, **extras)` runs it."""
-    base = inspect.signature(run)
+    base = run_options.signature()
     names = [p.name for p in extra]
 
     def command(**kwargs: Any) -> int:
         extras = {n: kwargs.pop(n) for n in names}
         return body(kwargs, **extras)
 
-    hints = typing_hints(run)
-    params = [p.replace(annotation=hints[p.name]) for p in base.parameters.values()]
-    command.__signature__ = base.replace(parameters=params + extra)  # type: ignore[attr-defined]
+    command.__signature__ = base.replace(parameters=[*base.parameters.values(), *extra])  # type: ignore[attr-defined]
     command.__name__ = name
     return command
-
-
-def typing_hints(func: Callable[..., Any]) -> dict[str, Any]:
-    import typing
-
-    return typing.get_type_hints(func, include_extras=True)
 
 
 def _sweep(flags: dict[str, Any], *, auto: bool) -> int:
