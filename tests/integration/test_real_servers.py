@@ -171,7 +171,7 @@ def test_report_as_vllm_reproduces_what_vllm_bench_serve_prints(
     drifts between runs; vLLM's run sits between them) widened by twice that span or 10% (1 ms at
     least): run-to-run noise of one server, not a tolerance for a formula. A view that timed the wrong
     event (the role chunk, the last byte), used seconds for milliseconds, N for N - 1 on 32 tokens
-    (3%, within noise: tests/unit/test_compat_views.py checks the formulas exactly) or another duration
+    (3%, within noise: tests/unit/metrics/test_compat_views.py checks the formulas exactly) or another duration
     for the throughputs would fall outside.
     """
     tokspeed_args = ("--model", "dummy", "--api", "completions", "--dataset", "synthetic", "--input-tokens",

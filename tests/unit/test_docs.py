@@ -4,13 +4,12 @@ docs/cli.md is what the CLI declares, and the README stays a short front door wh
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import typer.main
 
+from locations import ROOT
 from tokspeed.cli import app
 
-ROOT = Path(__file__).parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 README_ZH = (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
 # the guides, without the generated reference (which names every flag by construction)
@@ -26,7 +25,7 @@ def options(command: str) -> set[str]:
 
 def bench_options() -> set[str]:
     """The options of the scripts under bench/ (the README documents them too)."""
-    bench = Path(__file__).parents[2] / "bench"
+    bench = ROOT / "bench"
     return {m for f in bench.glob("*.py") for m in re.findall(r'add_argument\("(--[a-z][a-z0-9-]+)"', f.read_text())}
 
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 import typer.main
 import yaml
 
+from locations import ROOT
 from tokspeed.cli import app
 
-ROOT = Path(__file__).parents[2]
 WORKFLOW = ROOT / "docs" / "examples" / "benchmark-history.yml"
 
 

@@ -8,7 +8,7 @@ request's value is then), and what the peers it is compared with call it. Read f
 builder (`metrics.summary`), `Summary.flat()` names (and so CSV columns, SLO and gate names), the SLO
 grammar's per-request metrics (`metrics.slo`), the console, Markdown and HTML rows, the interval lines,
 the compatibility views' pairings (`metrics.compat`) and the metric-spec checks
-(`tests/unit/test_metric_spec_doc.py`). Adding a row adds the metric to all of them.
+(`tests/unit/metrics/test_metric_spec_doc.py`). Adding a row adds the metric to all of them.
 
 The order is the file contract's: `Summary`'s fields, `flat()`'s names and the report rows follow it.
 """

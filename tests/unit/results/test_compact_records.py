@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from array import array
-from pathlib import Path
 
+from locations import RUN_V1
 from tokspeed.results import REQUESTS_FILE, build_benchmark, read_records
-
-RUN_V1 = Path(__file__).parents[1] / "data" / "run-v1"
 
 
 def test_compact_chunk_times_are_int64_arrays_with_the_same_values_and_summary() -> None:

@@ -6,8 +6,8 @@ import asyncio
 from pathlib import Path
 
 import orjson
-
 from test_telemetry_gpu import GPU, fake_nvml
+
 from tokspeed.telemetry.client import process_cpu_seconds
 from tokspeed.telemetry.log import TelemetryLog
 from tokspeed.telemetry.schema import TELEMETRY_FILE

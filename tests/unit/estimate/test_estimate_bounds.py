@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from locations import MODEL_CONFIGS
 from tokspeed.errors import ConfigError
 from tokspeed.estimate.bounds import (
     engine_step,
@@ -196,7 +195,7 @@ def test_tensor_parallel_prefill_over_pcie_is_interconnect_bound() -> None:
 def test_sliding_window_decode_reads_at_most_the_window() -> None:
     """gpt-oss-20b-shaped decode at 8,192 tokens: 12 global layers read 8,192 tokens of 2,048 B, 12 local
     layers 128 tokens; attention FLOPs the same way (2 × 64 heads × (64 + 64) per pair and layer)."""
-    oss = load_model(str(Path(__file__).parents[1] / "data" / "model_configs" / "gpt-oss-20b.json"))
+    oss = load_model(str(MODEL_CONFIGS / "gpt-oss-20b.json"))
     a = engine_step(oss, H100, weights="auto", kv="bf16", decode_sequences=1, context_tokens=8192)
     b = engine_step(oss, H100, weights="auto", kv="bf16", decode_sequences=1, context_tokens=0)
     assert a.bytes - b.bytes == 12 * 2048 * 8192 + 12 * 2048 * 128

@@ -8,6 +8,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from locations import NATIVE
 from tokspeed.telemetry import server as srv
 from tokspeed.telemetry.engines import detect_engine
 from tokspeed.telemetry.summary import Mark, Setup, summarise
@@ -97,9 +98,8 @@ def test_llama_server_metrics_as_served_are_read() -> None:
     # was: tokspeed kept only prompt_tokens_total and tokens_predicted_total of llama-server's scrape and
     # looked for kv_cache_usage_ratio / kv_cache_tokens, which the current server no longer serves.
     # Recorded from llama-server (llama-cpp-python 0.3.36's llama.cpp) with --metrics.
-    from pathlib import Path
 
-    text = (Path(__file__).parents[1] / "data" / "native" / "llamacpp_server_metrics.txt").read_text()
+    text = (NATIVE / "llamacpp_server_metrics.txt").read_text()
     r = read(text)
     assert (r["engine"], r["running"], r["waiting"], r["kv_cache_usage_pct"]) == ("llamacpp", 0.0, 0.0, None)
     assert r["values"] == {
@@ -115,9 +115,8 @@ def test_llama_server_metrics_as_served_are_read() -> None:
 def test_triton_metrics_as_served_are_read() -> None:
     # Recorded from Triton Inference Server 2.51 (nvidia-pytriton 0.7.0) on its metrics port after 7 requests
     # to a decoupled model; before, tokspeed knew none of its names and reported no server metrics.
-    from pathlib import Path
 
-    text = (Path(__file__).parents[1] / "data" / "native" / "triton_server_metrics.txt").read_text()
+    text = (NATIVE / "triton_server_metrics.txt").read_text()
     r = read(text)
     assert (r["engine"], r["running"], r["waiting"], r["kv_cache_usage_pct"]) == ("triton", None, 0.0, None)
     assert r["values"] == {

@@ -1,6 +1,6 @@
 """A client worker process whose backend is fake (no network), for the worker pool's unit tests.
 
-    python tests/unit/fake_worker.py        (spoken to over stdin/stdout, like tokspeed.cli.client_worker)
+    python tests/unit/runner/fake_worker.py        (spoken to over stdin/stdout, like tokspeed.cli.client_worker)
 
 `settings` steer it: `delay_s` per request, `fail_start` to refuse to start, `exit_on` a
 request index at which the process dies at once (a crashed worker), `print` a line to print

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from locations import DOCS
 from tokspeed.conformance import SCENARIOS, Expected, compare
 from tokspeed.conformance.checker import DEFAULT_TOLERANCE_MS
 from tokspeed.conformance.doc import BEGIN, END, scenarios_markdown
 
-DOC = Path(__file__).parents[2] / "docs" / "conformance.md"
+DOC = DOCS / "conformance.md"
 
 
 def test_the_doc_holds_the_generated_tables() -> None:

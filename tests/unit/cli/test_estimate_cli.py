@@ -7,9 +7,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from locations import DOCS, MODEL_CONFIGS, RUN_V1
 from tokspeed.cli import main
-
-RUN_V1 = Path(__file__).parents[1] / "data" / "run-v1"
 
 
 def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -98,7 +97,7 @@ def test_weights_that_do_not_fit_are_called_out(capsys: pytest.CaptureFixture[st
 
 def test_the_readme_example_is_real_output(capsys: pytest.CaptureFixture[str]) -> None:
     """docs/estimate-cost.md's `tokspeed estimate` example is what the command prints today."""
-    readme = (Path(__file__).parents[2] / "docs" / "estimate-cost.md").read_text(encoding="utf-8")
+    readme = (DOCS / "estimate-cost.md").read_text(encoding="utf-8")
     command = "$ tokspeed estimate --model qwen2-7b --gpu rtx4090 --weights int4"
     block = readme.split(command, 1)[1].split("```", 1)[0]
     argv = (command + block.splitlines()[0]).split()[2:]
@@ -108,23 +107,22 @@ def test_the_readme_example_is_real_output(capsys: pytest.CaptureFixture[str]) -
     assert shown == printed
 
 
-CONFIGS = Path(__file__).parents[1] / "data" / "model_configs"
 
 
 def test_a_quantized_config_is_sized_from_its_quantization_config(capsys: pytest.CaptureFixture[str]) -> None:
     """No --weights: the AWQ checkpoint is 5.57 GB, not the 15.23 GB of bf16 (issue 24)."""
-    data = _json(capsys, "estimate", "--model", str(CONFIGS / "qwen2-7b-instruct-awq.json"), "--gpu", "rtx4090", "--json")
+    data = _json(capsys, "estimate", "--model", str(MODEL_CONFIGS / "qwen2-7b-instruct-awq.json"), "--gpu", "rtx4090", "--json")
     assert (data["weights"], data["weights_source"]) == ("awq int4 g128", "quantization_config")
     assert data["memory"]["weights_gb"] == pytest.approx(5.57, abs=0.01)
-    assert main(["estimate", "--model", str(CONFIGS / "qwen2-7b-instruct-awq.json"), "--gpu", "rtx4090"]) == 0
+    assert main(["estimate", "--model", str(MODEL_CONFIGS / "qwen2-7b-instruct-awq.json"), "--gpu", "rtx4090"]) == 0
     assert "weights awq int4 g128 (quantization_config)" in capsys.readouterr().out
-    bf16 = _json(capsys, "estimate", "--model", str(CONFIGS / "qwen2-7b-instruct-awq.json"), "--gpu", "rtx4090",
+    bf16 = _json(capsys, "estimate", "--model", str(MODEL_CONFIGS / "qwen2-7b-instruct-awq.json"), "--gpu", "rtx4090",
                  "--weights", "bf16", "--json")
     assert bf16["memory"]["weights_gb"] == pytest.approx(15.23, abs=0.01) and bf16["weights_source"] == "--weights"
 
 
 def test_estimate_json_of_deepseek_v3_on_eight_h200(capsys: pytest.CaptureFixture[str]) -> None:
-    data = _json(capsys, "estimate", "--model", str(CONFIGS / "deepseek-v3.json"), "--gpu", "h200", "--gpus", "8",
+    data = _json(capsys, "estimate", "--model", str(MODEL_CONFIGS / "deepseek-v3.json"), "--gpu", "h200", "--gpus", "8",
                  "--concurrency", "1", "--json")
     assert data["model"]["kv_lora_rank"] == 512 and data["model"]["moe_layers"] == 58
     assert data["memory"]["kv_cache_bytes_per_token"] == 70_272 and data["weights"] == "fp8"
@@ -134,7 +132,7 @@ def test_estimate_json_of_deepseek_v3_on_eight_h200(capsys: pytest.CaptureFixtur
 
 
 def test_sliding_window_memory_line_and_interconnect_override(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["estimate", "--model", str(CONFIGS / "gemma-3-27b-it.json"), "--gpu", "h100-sxm", "--gpus", "2",
+    argv = ["estimate", "--model", str(MODEL_CONFIGS / "gemma-3-27b-it.json"), "--gpu", "h100-sxm", "--gpus", "2",
             "--input-tokens", "30000", "--output-tokens", "2768"]
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -145,6 +143,6 @@ def test_sliding_window_memory_line_and_interconnect_override(capsys: pytest.Cap
 
 
 def test_efficiency_reads_the_weight_format_from_the_config(capsys: pytest.CaptureFixture[str]) -> None:
-    data = _json(capsys, "efficiency", str(RUN_V1), "--model", str(CONFIGS / "qwen2-7b-instruct-awq.json"),
+    data = _json(capsys, "efficiency", str(RUN_V1), "--model", str(MODEL_CONFIGS / "qwen2-7b-instruct-awq.json"),
                  "--gpu", "rtx4090", "--json")
     assert (data["weights"], data["weights_source"]) == ("awq int4 g128", "quantization_config")

@@ -7,11 +7,10 @@ bytes those servers send (hand-written from their public formats).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 import pytest
 
+from locations import NATIVE
 from tokspeed.backends.exchange import clean_ids
 from tokspeed.backends.native import (
     NativeHTTPBackend,
@@ -30,7 +29,6 @@ from tokspeed.metrics.server_timing import (
 )
 from tokspeed.records import ErrorKind, RequestRecord, Status, TokenSource
 
-DATA = Path(__file__).parents[1] / "data" / "native"
 SSE = "text/event-stream"
 
 
@@ -62,7 +60,7 @@ def sse(*objs: object, space: bool = True, done: bool = False) -> bytes:
 
 
 def test_llamacpp_recorded_stream() -> None:
-    r = feed("llamacpp", (DATA / "llamacpp_completion.sse").read_bytes())
+    r = feed("llamacpp", (NATIVE / "llamacpp_completion.sse").read_bytes())
     assert r.status is Status.OK, r.error
     assert len(r.chunk_ns) == 6 and r.first_token_ns == r.chunk_ns[0]
     assert (r.output_tokens, r.output_tokens_source) == (6, TokenSource.USAGE)
@@ -76,7 +74,7 @@ def test_llamacpp_server_stream_counts_the_cached_prompt_tokens() -> None:
     # was: input tokens were timings.prompt_n, the tokens the server processed, which leaves out the
     # cache_n tokens its prompt cache reused: 7 of this 19-token prompt. Recorded from llama-server
     # (llama-cpp-python 0.3.36's llama.cpp) after a request sharing the prompt's start.
-    r = feed("llamacpp", (DATA / "llamacpp_server_cached_prompt.sse").read_bytes())
+    r = feed("llamacpp", (NATIVE / "llamacpp_server_cached_prompt.sse").read_bytes())
     assert r.status is Status.OK, r.error
     assert (r.input_tokens, r.input_tokens_source) == (19, TokenSource.USAGE)
     assert (r.output_tokens, r.finish_reason, len(r.chunk_ns)) == (3, "limit", 3)
@@ -91,7 +89,7 @@ def test_llamacpp_prompt_length_without_tokens_evaluated_is_processed_plus_cache
 
 
 def test_ollama_recorded_stream_converts_nanoseconds() -> None:
-    r = feed("ollama", (DATA / "ollama_generate.ndjson").read_bytes(), "application/x-ndjson", piece=13)
+    r = feed("ollama", (NATIVE / "ollama_generate.ndjson").read_bytes(), "application/x-ndjson", piece=13)
     assert r.status is Status.OK, r.error
     assert len(r.chunk_ns) == 6 and r.output_text == "The capital of France is Paris"
     assert (r.output_tokens, r.input_tokens, r.finish_reason) == (6, 31, "length")

@@ -7,10 +7,9 @@ worked by hand in its comment, never taken from the code under test. Parameters 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from locations import MODEL_CONFIGS
 from tokspeed.errors import ConfigError
 from tokspeed.estimate.bounds import (
     kv_bytes_per_token,
@@ -22,11 +21,9 @@ from tokspeed.estimate.bounds import (
 from tokspeed.estimate.hardware import GIB, load_gpu
 from tokspeed.estimate.model import load_model, spec_from_config
 
-CONFIGS = Path(__file__).parents[1] / "data" / "model_configs"
-
 
 def _model(name: str):
-    return load_model(str(CONFIGS / f"{name}.json"))
+    return load_model(str(MODEL_CONFIGS / f"{name}.json"))
 
 
 # (config, published total, published active, where the figures are published)

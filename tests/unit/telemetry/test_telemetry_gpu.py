@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from locations import FAKES
 from tokspeed.telemetry.environment import gpu_facts
 from tokspeed.telemetry.gpu import open_nvml
 
-FAKE = Path(__file__).parents[1] / "fakes" / "pynvml.py"
+FAKE = FAKES / "pynvml.py"
 GPU = {"name": "Fake H100", "memory_total_mib": 81920, "memory_used_mib": 2048, "utilization_pct": 87,
        "power_w": 350.5, "sm_clock_mhz": 1755, "temperature_c": 61}
 

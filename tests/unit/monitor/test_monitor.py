@@ -11,6 +11,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from locations import FAKES, ROOT
 from tokspeed.errors import ConfigError
 from tokspeed.monitor import names
 from tokspeed.monitor.alerts import AlertState, AlertTracker
@@ -35,7 +36,7 @@ from tokspeed.sim.metrics import SimMetrics
 from tokspeed.telemetry.engines import ENGINES
 
 MS = 1_000_000
-DASHBOARD = Path(__file__).parents[2] / "dashboards" / "tokspeed-monitor.json"
+DASHBOARD = ROOT / "dashboards" / "tokspeed-monitor.json"
 
 
 # --- rules ---------------------------------------------------------------------------------
@@ -389,7 +390,7 @@ async def test_monitor_evaluates_gpu_utilisation_from_nvml(tmp_path: Path) -> No
     from tokspeed.monitor.loop import Monitor, MonitorSettings
     from tokspeed.monitor.probe import ProbeSettings
 
-    spec = importlib.util.spec_from_file_location("fake_pynvml", Path(__file__).parents[1] / "fakes" / "pynvml.py")
+    spec = importlib.util.spec_from_file_location("fake_pynvml", FAKES / "pynvml.py")
     assert spec is not None and spec.loader is not None
     nvml = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(nvml)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from locations import DOCS
 from tokspeed.metrics.schema import Summary
 from tokspeed.results import METRIC_SPEC, RunResult
 from tokspeed.stats.distribution import STAT_NAMES
 
-SPEC = (Path(__file__).parents[2] / "docs" / "metric-spec.md").read_text(encoding="utf-8")
+SPEC = (DOCS / "metric-spec.md").read_text(encoding="utf-8")
 
 
 def _keys(model: type) -> set[str]:

@@ -12,26 +12,9 @@ import pytest
 
 from tokspeed.errors import ConfigError
 from tokspeed.records import TokenSource
-from tokspeed.workload import builtin_prompts, load_workload
-from tokspeed.workload.synthetic import WORDS
+from tokspeed.workload import load_workload
 
-tokenizers = pytest.importorskip("tokenizers")
-
-
-@pytest.fixture(scope="module")
-def tokenizer_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    corpus = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(0, len(WORDS), 7)]
-    corpus += [p.prompt for p in builtin_prompts()]
-    tok.train_from_iterator(corpus, trainer)
-    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
-    tok.save(str(path))
-    return path
+tokenizers = pytest.importorskip("tokenizers")  # tokenizer_file (conftest) is trained with it
 
 
 def _count(path: Path, text: str) -> int:

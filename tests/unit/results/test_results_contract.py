@@ -9,6 +9,7 @@ import jsonschema
 import orjson
 import pytest
 
+from locations import RUN_V1
 from tokspeed.errors import ConfigError, ResultsError
 from tokspeed.records import RequestRecord, Status
 from tokspeed.results import (
@@ -22,8 +23,6 @@ from tokspeed.results import (
     run_json_schema,
 )
 
-SAMPLE_V1 = Path(__file__).parent.parent / "data" / "run-v1"
-
 
 def test_shipped_schema_matches_the_models() -> None:
     """Regenerate with: python -c 'from tokspeed.results import write_schema_file; write_schema_file()'."""
@@ -31,10 +30,10 @@ def test_shipped_schema_matches_the_models() -> None:
 
 
 def test_saved_v1_run_validates_and_loads() -> None:
-    data = orjson.loads((SAMPLE_V1 / RUN_FILE).read_bytes())
+    data = orjson.loads((RUN_V1 / RUN_FILE).read_bytes())
     assert data["schema"] == SCHEMA
     jsonschema.validate(data, orjson.loads(SCHEMA_FILE.read_bytes()))
-    result, records = load_run(SAMPLE_V1)
+    result, records = load_run(RUN_V1)
     assert result.status == "complete"
     bench = result.benchmarks[0]
     assert bench.summary.requests.completed == 12 and len(bench.iterations) == 2
@@ -43,7 +42,7 @@ def test_saved_v1_run_validates_and_loads() -> None:
 
 
 def test_summary_keys_promised_by_the_design() -> None:
-    s = orjson.loads((SAMPLE_V1 / RUN_FILE).read_bytes())["benchmarks"][0]["summary"]
+    s = orjson.loads((RUN_V1 / RUN_FILE).read_bytes())["benchmarks"][0]["summary"]
     assert set(s["requests"]) >= {"completed", "errored", "incomplete"}
     for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "input_tokens", "output_tokens"):
         assert set(s[key]) == {"count", "mean", "stdev", "min", "p50", "p90", "p95", "p99", "p999", "max"}
@@ -52,15 +51,15 @@ def test_summary_keys_promised_by_the_design() -> None:
 
 
 def test_rebuild_without_run_json_matches(tmp_path: Path) -> None:
-    shutil.copy(SAMPLE_V1 / REQUESTS_FILE, tmp_path / REQUESTS_FILE)
+    shutil.copy(RUN_V1 / REQUESTS_FILE, tmp_path / REQUESTS_FILE)
     rebuilt, _ = load_run(tmp_path)
-    original, _ = load_run(SAMPLE_V1)
+    original, _ = load_run(RUN_V1)
     assert rebuilt.benchmarks[0].summary.ttft_ms == original.benchmarks[0].summary.ttft_ms
     assert rebuilt.status == "interrupted" and rebuilt.warnings
 
 
 def test_torn_last_line_is_skipped_but_bad_middle_line_is_an_error(tmp_path: Path) -> None:
-    lines = (SAMPLE_V1 / REQUESTS_FILE).read_bytes().splitlines()
+    lines = (RUN_V1 / REQUESTS_FILE).read_bytes().splitlines()
     (tmp_path / REQUESTS_FILE).write_bytes(b"\n".join(lines) + b"\n" + lines[0][:40])
     assert len(read_records(tmp_path / REQUESTS_FILE)) == len(lines)
     (tmp_path / REQUESTS_FILE).write_bytes(lines[0] + b"\n{oops\n" + lines[1] + b"\n")

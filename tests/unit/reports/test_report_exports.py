@@ -12,6 +12,7 @@ import numpy as np
 import orjson
 import pytest
 
+from locations import RUN_V1
 from tokspeed.cli.outputs import prepare_outputs
 from tokspeed.errors import ConfigError
 from tokspeed.metrics.samples import request_samples
@@ -23,7 +24,6 @@ from tokspeed.reports.timeline import server_over_time, timeline
 from tokspeed.results import RunResult, build_benchmark, load_run
 from tokspeed.results.records import records_by_benchmark
 
-RUN_V1 = Path(__file__).parents[1] / "data" / "run-v1"
 MS = 1_000_000
 
 
@@ -187,7 +187,7 @@ def test_a_failing_report_leaves_no_output_file(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setitem(sys.modules, "plotly", None)
     monkeypatch.setitem(sys.modules, "plotly.offline", None)
     out = tmp_path / "report.html"
-    assert main(["report", str(Path(__file__).parents[1] / "data" / "run-v1"), "--html", str(out)]) == 2
+    assert main(["report", str(RUN_V1), "--html", str(out)]) == 2
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
@@ -197,7 +197,7 @@ def test_an_existing_file_is_left_as_it_was_when_the_report_fails(tmp_path: Path
     monkeypatch.setitem(sys.modules, "jinja2", None)
     out = tmp_path / "report.html"
     out.write_text("yesterday's report")
-    assert main(["report", str(Path(__file__).parents[1] / "data" / "run-v1"), "--html", str(out)]) == 2
+    assert main(["report", str(RUN_V1), "--html", str(out)]) == 2
     assert out.read_text() == "yesterday's report"
 
 

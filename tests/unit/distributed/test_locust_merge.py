@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from locations import DOCS
 from tokspeed.distributed.batching import ClockAnchor, RecordBatcher
 from tokspeed.distributed.master import finish_run, open_merger, profile_for
 from tokspeed.distributed.merge import RecordMerger
@@ -201,7 +202,7 @@ def test_every_locust_flag_is_documented() -> None:
 
     from tokspeed.cli import app
 
-    readme = (Path(__file__).parents[2] / "docs" / "scaling.md").read_text(encoding="utf-8")
+    readme = (DOCS / "scaling.md").read_text(encoding="utf-8")
     group = typer.main.get_command(app).commands["locust"]  # type: ignore[attr-defined]
     flags = {o for cmd in group.commands.values() for p in cmd.params for o in p.opts if o.startswith("--")}
     assert {"--master", "--users", "--rate", "--out"} <= flags

@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from locations import RUN_V1
 from tokspeed.backends.redact import Redactor
 from tokspeed.errors import CatalogueError
 from tokspeed.history.entry import CAPACITY_POINT, RunEntry, entry_from_dir, profile_label, trended_points
@@ -18,14 +19,12 @@ from tokspeed.history.location import data_dir, location_of, resolve
 from tokspeed.history.register import register_quietly
 from tokspeed.history.store import Catalogue, RunFilter
 
-SAMPLE = Path(__file__).parents[1] / "data" / "run-v1"
-
 
 def copy_run(tmp: Path, name: str, **changes: object) -> Path:
     """The sample run, copied to tmp/name with top-level run.json fields (or config.KEY) changed."""
     out = tmp / name
     out.mkdir(parents=True)
-    data = orjson.loads((SAMPLE / "run.json").read_bytes())
+    data = orjson.loads((RUN_V1 / "run.json").read_bytes())
     for key, value in changes.items():
         if key.startswith("config_"):
             data["config"][key.removeprefix("config_")] = value
@@ -35,7 +34,7 @@ def copy_run(tmp: Path, name: str, **changes: object) -> Path:
         else:
             data[key] = value
     (out / "run.json").write_bytes(orjson.dumps(data))
-    shutil.copy(SAMPLE / "requests.jsonl", out / "requests.jsonl")
+    shutil.copy(RUN_V1 / "requests.jsonl", out / "requests.jsonl")
     return out
 
 
