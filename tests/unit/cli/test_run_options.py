@@ -86,3 +86,11 @@ def test_the_parsed_command_line_reaches_the_config(monkeypatch: pytest.MonkeyPa
     assert {k: v for k, v in seen.items() if v is not None} == {
         "target": "http://127.0.0.1:9/v1", "rate": 4.0, "profile": "rate", "duration_s": 60.0, "output_tokens": "64",
         "stream": False}
+
+
+def test_every_option_that_takes_a_value_says_its_default_in_its_help() -> None:
+    """`--help` and docs/cli.md show each default (units in the help's own words: 30s, req/s, tokens)."""
+    for p in inspect.signature(sweep_cmd.capacity).parameters.values():
+        info = p.annotation.__metadata__[0]
+        if not isinstance(p.default, bool):
+            assert "[default:" in (info.help or ""), p.name
