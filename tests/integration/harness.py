@@ -9,8 +9,10 @@ the simulator's log by response id, in one clock (CLOCK_MONOTONIC ns).
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -56,6 +58,27 @@ class SimServer:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+# Ports for servers the tests start on a port they choose (vLLM, transformers serve, llama.cpp, PostgreSQL), or
+# keep closed: below Linux's ephemeral range (32768-60999), where the OS never puts a `--port 0` server. A port
+# taken from that range (bind to 0, then release) could be handed to a simulator another worker starts while vLLM
+# took ~30 s to bind it; vLLM then failed to start, and the simulator, answering on its port, passed for it.
+CHOSEN_PORTS = range(20000, 32000)
+
+
+def free_port() -> int:
+    """A port nothing listens on now, outside the range the OS hands out to `--port 0` servers."""
+    pick = random.SystemRandom()
+    for _ in range(100):
+        port = pick.choice(CHOSEN_PORTS)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {CHOSEN_PORTS} after 100 tries")
 
 
 def run_cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

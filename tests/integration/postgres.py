@@ -10,12 +10,13 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness import free_port
 
 
 class PostgresUnavailable(Exception):
@@ -28,12 +29,6 @@ def _binary(name: str) -> str | None:
         return found
     candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
     return candidates[-1] if candidates else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -80,7 +75,7 @@ def start_postgres(timeout_s: float = 60.0) -> PostgresServer:
             raise PostgresUnavailable("running as root and there is no 'postgres' user to run the server as") from exc
         os.chown(root, pw.pw_uid, pw.pw_gid)
         run_as = {"user": "postgres", "group": str(pw.pw_gid)}
-    server = PostgresServer(root, _free_port(), None)  # type: ignore[arg-type]
+    server = PostgresServer(root, free_port(), None)  # type: ignore[arg-type]
     pwfile.write_text(server.password)
     if run_as:
         os.chown(pwfile, pwd.getpwnam("postgres").pw_uid, -1)

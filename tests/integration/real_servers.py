@@ -25,7 +25,6 @@ import math
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from harness import load_json, records
+from harness import free_port, load_json, records
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = Path(os.environ.get("TOKSPEED_VLLM_PYTHON", str(ROOT / ".venv-vllm" / "bin" / "python")))
@@ -48,12 +47,6 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISAB
 LLAMA_CPP_VERSION = re.search(r"^VERSION=(\S+)$", (ROOT / ".ci" / "build-llama-server").read_text(), re.M)[1]  # type: ignore[index]
 LLAMA_CPP_BUILD = (Path(os.environ.get("TOKSPEED_CACHE", str(Path.home() / ".cache" / "tokspeed")))
                    / f"llama-server-{LLAMA_CPP_VERSION}" / "bin")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def vllm_missing() -> str | None:

@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from harness import SimServer, run_cli
+from harness import SimServer, free_port, run_cli
 
 KEY = "sk-bad-input-key-31337"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 FILES: dict[str, bytes] = {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,13 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from harness import SimServer, load_json, records, run_cli
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from harness import SimServer, free_port, load_json, records, run_cli
 
 
 def test_no_target_benchmarks_the_embedded_default(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness import SimServer
+from harness import SimServer, free_port
 
 FAKES = str(Path(__file__).parents[1] / "fakes")
 GPUS = {"gpus": [{"name": "Fake H100", "memory_total_mib": 81920, "memory_used_mib": 2048, "utilization_pct": 60,
@@ -230,11 +230,7 @@ def test_monitor_alerts_fire_resolve_and_survive_a_restart(
 
 
 def test_monitor_waits_for_a_target_that_is_down_at_start(tmp_path: Path) -> None:
-    import socket
-
-    with socket.socket() as s:  # a port nothing listens on (yet)
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens on it (yet)
     out = tmp_path / "mon"
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     proc = subprocess.Popen(

@@ -270,8 +270,13 @@ def test_a_server_that_does_not_end_its_body_after_done_costs_no_drain_wait(
     faulty = run("faulty", "--fault", "done_hang=0.34", "--fault", "done_close=0.33", "--fault", "done_reset=0.33")
     assert any("did not end their HTTP body after data: [DONE]" in w for w in warned)  # said, not only absorbed
     assert faulty["requests"]["completed"] == 120
-    # the bug: each slot waited DRAIN_S (2 s) per request, 165 -> 11 req/s; fixed, ~0.6-1x normal here
-    assert faulty["throughput"]["requests_per_s"] > normal["throughput"]["requests_per_s"] / 4
+    # the bug: a slot waited DRAIN_S (2 s) after each hung body (34% of the requests), so 4 slots completed at most
+    # 4 / (0.34 x 2 s) = 5.9 req/s whatever the machine (11 measured, 165 normal). Fixed, the faulty run goes at the
+    # normal run's speed (~0.6-1x); judged against the bug's ceiling, not the normal run's rate, because the two
+    # runs meet different loads: beside a 3-worker test run the normal one went at 384 req/s, the faulty at 69
+    from tokspeed.backends.http1 import DRAIN_S
+
+    assert faulty["throughput"]["requests_per_s"] > 5 * 4 / (0.34 * DRAIN_S), (faulty["throughput"], normal["throughput"])
     assert faulty["lateness_ms"]["p50"] < 500
 
 
