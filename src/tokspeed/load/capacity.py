@@ -14,7 +14,10 @@ server sustained at steady state). It
    becomes the new upper bound and bisection resumes — noise cannot fake a pass),
    then the lowest failing one, unless it failed twice already (if it passes, the
    fail was noise, such as a stall of a loaded machine: the search goes on above
-   it, to the next fail above or doubling) — nor fake a fail.
+   it, to the next fail above, or first just above it (2 x precision) and then
+   doubling: a rate that failed once and passed once is near the answer, and
+   doubling from it cost a Poisson p90 search 6 probes and its whole --max-time) —
+   nor fake a fail.
 
 Saturation is judged on the probe's steady-state window (`tokspeed.metrics.sustained`):
 a server that completes fewer requests than arrive in that window, by more than the
@@ -168,11 +171,12 @@ def _bisect(probe, probes, low, high, precision, max_probes, integer, max_value=
             if _failed_twice(probes, high) or len(probes) >= max_probes or not (yield from probe(high)):
                 break  # ... and the lowest fail, unless it already failed twice
             low, high = high, _lowest_fail_above(probes, high)  # the fail was noise (a stall): search on above
+            step = 1 + 2 * precision  # a rate that failed once and then passed is near the answer: look just
             while high is None and len(probes) < max_probes and (max_value is None or low < max_value):
-                rate = low * 2 if max_value is None else min(low * 2, max_value)
-                rate = float(round(rate)) if integer else rate
+                rate = low * step if max_value is None else min(low * step, max_value)  # above it, then double
+                rate = float(max(round(rate), low + 1)) if integer else rate
                 if (yield from probe(rate)):
-                    low = rate
+                    low, step = rate, 2.0
                 else:
                     high = rate
             if high is None:

@@ -58,6 +58,24 @@ def test_noisy_fail_near_the_boundary_is_not_trusted() -> None:
     assert cap.low >= 2.35 / 1.05
 
 
+def test_a_fail_that_passes_when_confirmed_is_followed_just_above_it_not_by_doubling() -> None:
+    """A Poisson p90 search in CI (fc7): 80 req/s failed, then passed when confirmed against a capacity of ~80.5;
+    the search doubled to 160 and spent 6 probes (160, 120, 100, 90, 85, 82.5) coming back, then its whole
+    --max-time. Now the next probe is 80 x 1.1 = 88, and the search ends within its precision in 12 probes, not 16."""
+    seen: dict[float, int] = {}
+
+    def p90(rate: float) -> Outcome:
+        seen[rate] = seen.get(rate, 0) + 1
+        return Outcome(passed=rate <= 80.5 and not (rate == 80.0 and seen[rate] == 1))
+
+    cap = drive(capacity_search(40.0, precision=0.05), p90)
+    rates = [p.rate for p in cap.probes]
+    flip = min(i for i, r in enumerate(rates) if r == 80.0 and cap.probes[i].passed)
+    assert rates[flip + 1] == pytest.approx(88.0), rates
+    assert 160.0 not in rates and len(rates) <= 12, rates
+    assert cap.low is not None and cap.high is not None and cap.low <= 80.5 < cap.high <= cap.low * 1.05, rates
+
+
 def test_over_saturation_counts_as_a_fail() -> None:
     # SLOs "hold" everywhere, but above 10 req/s the server only completes 10/s at steady state
     cap = drive(capacity_search(2.0), lambda r: Outcome(passed=True, achieved_rate=min(r, 10.0), arrived=1000))
