@@ -439,13 +439,13 @@ def test_trace_replay_keeps_offsets_and_lengths(
     # a request due before an earlier one's answer went out before that answer (beyond the noise above):
     # a client that waited for answers breaks nearly every such pair; one stall of this machine breaks the
     # pairs of every request it delays (a 16 ms late send at load 5 beside a compiler broke a few; a 256-275 ms
-    # stall of 3 sends at load ~4, a llama.cpp compile and another worker beside, broke 12 of 29), so at most
-    # half of them
+    # stall of 3 sends at load ~4, a llama.cpp compile and another worker beside, broke 12 of 29; five sends
+    # 97-126 ms late in a CI run, 15 of 27), so at most three quarters of them: a client that waited breaks all
     slack_ns = 2 * float(np.median(lateness_ms)) * MS
     due_before = [(i, j) for i in range(len(recs)) for j in range(i + 1, len(recs))
                   if recs[j]["scheduled_ns"] + slack_ns + 50 * MS < recs[i]["end_ns"]]
     waited = [(i, j) for i, j in due_before if recs[j]["sent_ns"] >= recs[i]["end_ns"]]
-    assert len(waited) <= len(due_before) / 2, (waited, len(due_before), lateness_ms)
+    assert len(waited) <= 0.75 * len(due_before), (waited, len(due_before), lateness_ms)
     bos = len(tokenizer.encode("", add_special_tokens=True))  # vLLM's completions prompt gets the BOS
     assert [r["input_tokens"] for r in recs] == [row["input_tokens"] + bos for row in rows]
     assert [r["output_tokens"] for r in recs] == [row["output_tokens"] for row in rows]
