@@ -38,7 +38,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peers import export_tokenizer, find_vllm, run_vllm, vllm_version
-from simproc import start_sim, stop
+from simproc import pin, start_sim, start_sims, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 SIM_MODEL = "tokspeed-sim"
@@ -52,15 +52,16 @@ class Measured:
 
 
 def run_tokspeed(
-    url: str, out: Path, streams: int, requests: int, tokens: int, workers: str = "1", api: str = "chat"
+    url: str, out: Path, streams: int, requests: int, tokens: int, workers: str = "1", api: str = "chat",
+    cpus: set[int] | None = None,
 ) -> Measured:
-    """`tokspeed run`; CPU of the whole process tree (worker processes included) from the OS."""
-    proc = subprocess.Popen(
+    """`tokspeed run` (pinned to `cpus` if given); CPU of the whole process tree (worker processes included) from the OS."""
+    proc = pin(subprocess.Popen(
         [sys.executable, "-m", "tokspeed", "run", "--target", url, "--concurrency", str(streams),
          "--requests", str(requests), "--max-tokens", str(tokens), "--warmup", str(streams),
          "--workers", workers, "--api", api, "--out", str(out), "-q"],
         stdout=subprocess.DEVNULL,
-    )
+    ), cpus)
     _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"tokspeed run failed at {streams} streams")
@@ -79,19 +80,22 @@ class Clients:
             self.names.append("vllm bench serve")
 
     def run(
-        self, name: str, url: str, out: Path, streams: int, requests: int, tokens: int, api: str = "chat"
+        self, name: str, url: str, out: Path, streams: int, requests: int, tokens: int, api: str = "chat",
+        cpus: set[int] | None = None,
     ) -> Measured:
         if name in self._workers:
-            return run_tokspeed(url, out, streams, requests, tokens, self._workers[name], api)
+            return run_tokspeed(url, out, streams, requests, tokens, self._workers[name], api, cpus)
         assert self._vllm and self._tokenizer
         base = url[: -len("/v1")]
         peer = run_vllm(self._vllm, base, SIM_MODEL, self._tokenizer, streams, requests, tokens, out, api)
         return Measured(peer.result["request_throughput"], peer.result["output_throughput"], peer.cpu_s)
 
 
-def capacity(tmp: Path, clients: Clients, streams_list: list[int], requests: int, tokens: int, paced_itl_ms: float) -> None:
+def capacity(
+    tmp: Path, clients: Clients, streams_list: list[int], requests: int, tokens: int, paced_itl_ms: float, sims: int
+) -> None:
     print(f"\nCapacity: {tokens}-token streamed responses; CPU/request is marginal over runs of {requests} and "
-          f"{2 * requests} requests")
+          f"{2 * requests} requests" + (f"; {sims} simulators share the port (--reuse-port)" if sims > 1 else ""))
     print("CPU/token is CPU/request over the tokens of one response (each token one SSE event read, parsed and stamped "
           "on a paced server); 'vs vLLM' is req/s, then CPU/request, as a ratio to vLLM's client on the same server")
     print(f"{'server':>7} {'streams':>8} {'client':>22} {'req/s':>8} {'tok/s':>9} {'CPU/request':>12} {'CPU/token':>10} "
@@ -100,13 +104,14 @@ def capacity(tmp: Path, clients: Clients, streams_list: list[int], requests: int
         for streams in streams_list:
             rows: dict[str, tuple[Measured, float]] = {}
             for name in clients.names:
-                proc, url = start_sim("--log", str(tmp / "cap.jsonl"), "--ttft-ms", "0", "--itl-ms", str(itl))
+                procs, url = start_sims(sims, "--ttft-ms", "0", "--itl-ms", str(itl))
                 try:
                     tag = re.sub(r"\W+", "-", name)
                     small = clients.run(name, url, tmp / f"cap-{server}-{streams}-{tag}-1", streams, requests, tokens)
                     large = clients.run(name, url, tmp / f"cap-{server}-{streams}-{tag}-2", streams, 2 * requests, tokens)
                 finally:
-                    stop(proc)
+                    for proc in procs:
+                        stop(proc)
                 rows[name] = (large, (large.cpu_s - small.cpu_s) / requests * 1000)
             peer = rows.get("vllm bench serve")
             for name, (m, cpu_ms) in rows.items():
@@ -120,10 +125,16 @@ def truth_log(log: Path) -> dict[str, dict[str, object]]:
     return {d["id"]: d for d in map(orjson.loads, log.read_bytes().splitlines())}
 
 
-def tokspeed_errors(out: Path, truth: dict[str, dict[str, object]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per request: TTFT error, send-side gap (ms); per gap: |ITL error| (ms)."""
+def tokspeed_errors(
+    out: Path, truth: dict[str, dict[str, object]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per request: TTFT error, its send side and its read side (ms); per gap: |ITL error| (ms).
+
+    The TTFT error is the sum of the two sides: send (the client's send stamp to the simulator's
+    arrival stamp) and read (the simulator's first-token write to the client's read stamp).
+    """
     offset = orjson.loads((out / "run.json").read_bytes())["epoch_offset_ns"]
-    ttft_err, itl_err, send_gap = [], [], []
+    ttft_err, itl_err, send_gap, read_gap = [], [], [], []
     for line in (out / "requests.jsonl").read_bytes().splitlines():
         r = orjson.loads(line)
         if r["warmup"] or r["status"] != "ok":
@@ -132,8 +143,9 @@ def tokspeed_errors(out: Path, truth: dict[str, dict[str, object]]) -> tuple[np.
         sent = r["sent_ns"] - offset
         ttft_err.append(((r["first_token_ns"] - offset - sent) - (t["first_token_ns"] - t["received_ns"])) / 1e6)
         send_gap.append((t["received_ns"] - sent) / 1e6)
+        read_gap.append((r["first_token_ns"] - offset - t["first_token_ns"]) / 1e6)
         itl_err.extend((np.diff(r["chunk_offsets_ns"]) - np.diff(t["chunk_ns"])) / 1e6)
-    return np.asarray(ttft_err), np.asarray(send_gap), np.abs(np.asarray(itl_err))
+    return np.asarray(ttft_err), np.asarray(send_gap), np.asarray(read_gap), np.abs(np.asarray(itl_err))
 
 
 def truth_ttft_ms(truth: dict[str, dict[str, object]]) -> np.ndarray:
@@ -141,18 +153,27 @@ def truth_ttft_ms(truth: dict[str, dict[str, object]]) -> np.ndarray:
                        if t.get("first_token_ns")])
 
 
-def timing_truth(tmp: Path, clients: Clients, streams_list: list[int], tokens: int) -> None:
-    print("\nTiming truth: /v1/completions, simulator TTFT 200 ms, ITL 5 ms; error = client's figure − the log")
-    print(f"{'streams':>8} {'client':>22} {'TTFT err mean':>14} {'p99':>9} {'send side':>10} {'|ITL err| mean':>15} {'p99':>7}")
+def timing_truth(tmp: Path, clients: Clients, streams_list: list[int], tokens: int, pinned: bool, stamps: str) -> None:
+    """`pinned`: tokspeed on core 0, the simulator on core 1 (vLLM's client is not pinned).
+    `stamps`: the simulator's arrival stamps, "kernel" (`--kernel-stamps`) or "loop" (when its loop read the request)."""
+    client_cpus, sim_cpus = ({0}, {1}) if pinned else (None, None)
+    print("\nTiming truth: /v1/completions, simulator TTFT 200 ms, ITL 5 ms; error = client's figure − the log"
+          + (" (client on core 0, simulator on core 1)" if pinned else "")
+          + f"; the log's arrivals stamped by the {'kernel' if stamps == 'kernel' else 'simulator loop'}")
+    print("send side: the client's send stamp to the simulator's arrival stamp; read side: the simulator's "
+          "first-token write to the client's read stamp (mean / p99; the two add up to the TTFT error)")
+    print(f"{'streams':>8} {'client':>22} {'TTFT err mean':>14} {'p99':>9} {'send side':>16} {'read side':>16} "
+          f"{'|ITL err| mean':>15} {'p99':>7}")
     for streams in streams_list:
         requests = max(8 * streams, 256)
         for name in clients.names:
             tag = re.sub(r"\W+", "-", name)
             log = tmp / f"truth-{streams}-{tag}.jsonl"
-            proc, url = start_sim("--log", str(log), "--ttft-ms", "200", "--itl-ms", "5")
+            kernel = ["--kernel-stamps"] if stamps == "kernel" else []
+            proc, url = start_sim("--log", str(log), "--ttft-ms", "200", "--itl-ms", "5", *kernel, cpus=sim_cpus)
             out = tmp / f"truth-{streams}-{tag}"
             try:
-                clients.run(name, url, out, streams, requests, tokens, api="completions")
+                clients.run(name, url, out, streams, requests, tokens, api="completions", cpus=client_cpus)
             finally:
                 stop(proc)
             truth = truth_log(log)
@@ -160,11 +181,15 @@ def timing_truth(tmp: Path, clients: Clients, streams_list: list[int], tokens: i
                 measured = np.asarray(orjson.loads((out / "vllm.json").read_bytes())["ttfts"]) * 1000
                 real = truth_ttft_ms(truth)
                 print(f"{streams:>8} {name:>22} {measured.mean() - real.mean():>+12.2f} ms "
-                      f"{np.percentile(measured, 99) - np.percentile(real, 99):>+7.2f} ms {'':>10} {'':>15} {'':>7}")
+                      f"{np.percentile(measured, 99) - np.percentile(real, 99):>+7.2f} ms")
                 continue
-            te, gap, ie = tokspeed_errors(out, truth)
+            te, send, read, ie = tokspeed_errors(out, truth)
             print(f"{streams:>8} {name:>22} {te.mean():>+12.2f} ms {np.percentile(te, 99):>+7.2f} ms "
-                  f"{gap.mean():>7.2f} ms {ie.mean():>12.3f} ms {np.percentile(ie, 99):>7.3f}")
+                  f"{_side(send):>16} {_side(read):>16} {ie.mean():>12.3f} ms {np.percentile(ie, 99):>7.3f}")
+
+
+def _side(gaps_ms: np.ndarray) -> str:
+    return f"{gaps_ms.mean():.2f} / {np.percentile(gaps_ms, 99):.2f} ms"
 
 
 def main() -> None:
@@ -176,7 +201,15 @@ def main() -> None:
     ap.add_argument("--workers", nargs="+", default=["1"], help="--workers values to measure (N or auto)")
     ap.add_argument("--vs", choices=["vllm"], help="also run this peer client on the same servers")
     ap.add_argument("--skip-truth", action="store_true", help="only the capacity part")
+    ap.add_argument("--sims", type=int, default=1,
+                    help="simulators behind the client in the capacity part (sharing one port): one simulator "
+                         "process is the limit on a burst server once the client is cheap")
     ap.add_argument("--skip-capacity", action="store_true", help="only the timing-truth part")
+    ap.add_argument("--pin", action="store_true", help="timing truth with the client and the simulator on cores of their own")
+    ap.add_argument("--repeat", type=int, default=1, help="timing-truth runs (each a new simulator)")
+    ap.add_argument("--stamps", choices=["kernel", "loop"], default="kernel",
+                    help="the truth simulator's arrival stamps: the kernel's receive time (--kernel-stamps) or when "
+                         "its event loop read the request (late by the loop's backlog)")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as d:
@@ -190,9 +223,10 @@ def main() -> None:
             print(f"peer: vllm {vllm_version(vllm)} bench serve ({vllm})")
         clients = Clients(args.workers, vllm, tokenizer)
         if not args.skip_capacity:
-            capacity(tmp, clients, args.streams, args.requests, args.tokens, args.paced_itl_ms)
+            capacity(tmp, clients, args.streams, args.requests, args.tokens, args.paced_itl_ms, args.sims)
         if not args.skip_truth:
-            timing_truth(tmp, clients, [8, 64], 64)
+            for _ in range(args.repeat):
+                timing_truth(tmp, clients, [8, 64], 64, args.pin, args.stamps)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Start and stop `tokspeed sim` for the bench scripts (a subprocess on an ephemeral port)."""
+"""Start and stop `tokspeed sim` for the bench scripts (subprocesses on an ephemeral port)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,29 @@ def start_sim(*args: str, cpus: set[int] | None = None) -> tuple[subprocess.Pope
         proc.kill()
         raise SystemExit("simulator did not start")
     return proc, m.group(1).decode()
+
+
+def start_sims(n: int, *args: str) -> tuple[list[subprocess.Popen[bytes]], str]:
+    """`n` simulators sharing one port (`--reuse-port`: the kernel spreads connections among them)."""
+    if n == 1:
+        proc, url = start_sim(*args)
+        return [proc], url
+    first, url = start_sim("--reuse-port", *args)
+    port = url.rsplit(":", 1)[1].removesuffix("/v1")
+    procs = [first]
+    try:
+        for _ in range(n - 1):
+            proc = subprocess.Popen([sys.executable, "-m", "tokspeed", "sim", "--port", port, "--reuse-port", *args],
+                                    stdout=subprocess.PIPE)
+            procs.append(proc)
+            assert proc.stdout is not None
+            if not URL.search(proc.stdout.readline()):
+                raise SystemExit("simulator did not start")
+    except BaseException:
+        for proc in procs:
+            proc.kill()
+        raise
+    return procs, url
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

@@ -411,3 +411,44 @@ async def test_run_server_stops_promptly_with_a_stream_in_flight(tmp_path: Path)
     [entry] = [orjson.loads(line) for line in log_path.read_bytes().splitlines()]
     assert entry["status"] == "cancelled"  # the server stopped it, after its grace period
     assert 0 < entry["completion_tokens"] < 10_000
+
+
+async def _start_cli_sim(*args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tokspeed", "sim", "--ttft-ms", "0", "--itl-ms", "0", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def _listening_url(proc: asyncio.subprocess.Process) -> str:
+    assert proc.stdout is not None
+    line = (await asyncio.wait_for(proc.stdout.readline(), 15)).decode()
+    match = re.search(r"listening on (http://\S+/v1)", line)
+    assert match, line
+    return match.group(1)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT spreads connections on Linux")
+async def test_simulators_started_with_reuse_port_share_one_port_and_its_connections(tmp_path: Path) -> None:
+    logs = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    first = await _start_cli_sim("--port", "0", "--reuse-port", "--log", str(logs[0]))
+    procs = [first]
+    try:
+        base = await _listening_url(first)
+        port = base.rsplit(":", 1)[1].removesuffix("/v1")
+        procs.append(await _start_cli_sim("--port", port, "--reuse-port", "--log", str(logs[1])))
+        assert await _listening_url(procs[1]) == base
+        alone = await _start_cli_sim("--port", port)  # without --reuse-port the port is taken
+        _, stderr = await asyncio.wait_for(alone.communicate(), 15)
+        assert alone.returncode != 0 and f"cannot listen on http://127.0.0.1:{port}" in stderr.decode()
+        body = {"prompt": "x", "max_tokens": 2, "stream": True}
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as session:
+            for _ in range(40):  # each on a new connection: the kernel picks a simulator per connection
+                async with session.post(base + "/completions", json=body) as resp:
+                    assert parse_events(await resp.read())[-1] == "[DONE]"
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.communicate(), 10)
+    served = [len(log.read_bytes().splitlines()) for log in logs]
+    assert sum(served) == 40 and min(served) > 0, served  # all served once, by both (all by one: p = 2^-39)

@@ -49,6 +49,8 @@ faults spare non-streamed requests.
 def sim(
     port: Annotated[int, typer.Option("--port", "-p", help="TCP port (0 picks a free one).", min=0, max=65535)] = 8001,
     host: Annotated[str, typer.Option("--host", help="Address to bind. Keep it on loopback.")] = "127.0.0.1",
+    kernel_stamps: Annotated[bool, typer.Option("--kernel-stamps", help="Log each request's arrival as the kernel's receive time (SO_TIMESTAMPNS; Linux), not when the simulator's event loop got to read it: under load the loop reads late (while it writes a burst of chunks) and the log's TTFT is short by that wait. Costs the simulator CPU (a Python transport instead of uvloop's).")] = False,
+    reuse_port: Annotated[bool, typer.Option("--reuse-port", help="Share --port with other simulators started with --reuse-port (SO_REUSEPORT; Linux and BSD): the kernel spreads connections among them, to serve more load than one simulator process can (each keeps its own --log and /metrics).")] = False,
     ttft_ms: Annotated[float, typer.Option("--ttft-ms", help="Time to first token, ms.", min=0)] = 50.0,
     itl_ms: Annotated[float, typer.Option("--itl-ms", help="Interval between tokens, ms.", min=0)] = 10.0,
     per_prompt_token_us: Annotated[float, typer.Option("--per-prompt-token-us", help="Extra prefill time per prompt token, µs.", min=0)] = 0.0,
@@ -140,5 +142,5 @@ def sim(
         where = ".".join(str(p) for p in first.get("loc", ())) or "option"
         raise ConfigError(f"invalid {where}: {first.get('msg')}", hint="see `tokspeed sim --help`") from exc
     raise_fd_limit()  # a server accepts as many connections as its clients open
-    run_server(cfg, host=host, port=port)
+    run_server(cfg, host=host, port=port, reuse_port=reuse_port, kernel_stamps=kernel_stamps)
     return 0

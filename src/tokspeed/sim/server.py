@@ -19,6 +19,8 @@ from tokspeed.errors import ConfigError
 from tokspeed.sim.arrival import arrival_middleware, use_arrival_stamps
 from tokspeed.sim.auth import auth_middleware
 from tokspeed.sim.config import SimConfig, describe
+from tokspeed.sim.kernel_stamps import KernelStampSite
+from tokspeed.sim.kernel_stamps import supported as kernel_stamps_supported
 from tokspeed.sim.native import NativeSim
 from tokspeed.sim.service import SHUTDOWN_GRACE_S, SimService
 
@@ -65,9 +67,18 @@ async def _close_after(request: web.Request, response: web.StreamResponse) -> No
     response.force_close()
 
 
-def run_server(cfg: SimConfig, host: str = "127.0.0.1", port: int = 8001) -> None:
-    """Serve `cfg` on host:port until SIGINT/SIGTERM (port 0 picks a free port)."""
-    _run(_serve(cfg, host, port))
+def run_server(
+    cfg: SimConfig, host: str = "127.0.0.1", port: int = 8001, reuse_port: bool = False, kernel_stamps: bool = False
+) -> None:
+    """Serve `cfg` on host:port until SIGINT/SIGTERM (port 0 picks a free port).
+
+    `reuse_port`: bind with SO_REUSEPORT, so several simulators started alike share the port and
+    the kernel spreads connections among them (to serve more load than one process can).
+    `kernel_stamps`: the log's arrival times are the kernel's receive times (sim/kernel_stamps.py).
+    """
+    if kernel_stamps and not kernel_stamps_supported():
+        raise ConfigError("--kernel-stamps needs Linux (SO_TIMESTAMPNS on TCP)", hint="leave it off here")
+    _run(_serve(cfg, host, port, reuse_port, kernel_stamps))
 
 
 def _run(main: Coroutine[Any, Any, None]) -> None:
@@ -82,22 +93,34 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
 LISTEN_BACKLOG = 4096  # aiohttp's default (128) drops connections when thousands arrive at once
 
 
-async def _serve(cfg: SimConfig, host: str, port: int) -> None:
+async def _serve(cfg: SimConfig, host: str, port: int, reuse_port: bool, kernel_stamps: bool) -> None:
     runner = web.AppRunner(make_app(cfg), handle_signals=False, access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
     use_arrival_stamps(runner)
     try:
-        site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
+        site = listen_site(runner, host, port, reuse_port=reuse_port, kernel_stamps=kernel_stamps)
         try:
             await site.start()
         except OSError as exc:  # the port is taken, the address is not this machine's, a port below 1024
             raise ConfigError(f"cannot listen on {_base_url(host, port).removesuffix('/v1')}: {exc.strerror or exc}",
                               hint="pick another --port (0 picks a free one), or stop what holds it") from None
+        except ValueError as exc:  # asyncio: "reuse_port not supported by socket module"
+            raise ConfigError(f"--reuse-port: {exc}", hint="this system has no SO_REUSEPORT; run one simulator") from None
         bound_port = _bound_port(runner, port)
         print(f"tokspeed sim listening on {_base_url(host, bound_port)} ({describe(cfg)})", flush=True)
         await _wait_for_stop_signal()
     finally:
         await runner.cleanup()
+
+
+def listen_site(
+    runner: web.AppRunner, host: str, port: int, *, reuse_port: bool = False, kernel_stamps: bool = False
+) -> web.BaseSite:
+    """The site `run_server` listens with (start it to listen): uvloop's transports, or with
+    `kernel_stamps` the recvmsg transport that takes the kernel's arrival stamps."""
+    if kernel_stamps:
+        return KernelStampSite(runner, host, port, backlog=LISTEN_BACKLOG, reuse_port=reuse_port)
+    return web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG, reuse_port=reuse_port or None)
 
 
 def _bound_port(runner: web.AppRunner, requested: int) -> int:

@@ -1,0 +1,28 @@
+"""Reading the kernel's receive stamp out of recvmsg's ancillary data onto the log's clock."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+from tokspeed.sim.kernel_stamps import SCM_TIMESTAMPNS, stamp_of
+
+
+def _timespec(ns: int) -> bytes:
+    return struct.pack("qq", ns // 1_000_000_000, ns % 1_000_000_000)
+
+
+def test_a_real_time_stamp_lands_on_the_monotonic_clock_at_the_same_instant() -> None:
+    ago_ns = 3_000_000  # the packet arrived 3 ms ago
+    before = time.perf_counter_ns()
+    stamp = stamp_of([(socket.SOL_SOCKET, SCM_TIMESTAMPNS, _timespec(time.time_ns() - ago_ns))])
+    after = time.perf_counter_ns()
+    assert stamp is not None
+    assert before - ago_ns - 1_000_000 <= stamp <= after - ago_ns  # 1 ms for the clocks read apart
+
+
+def test_no_stamp_without_the_timestamp_message() -> None:
+    assert stamp_of([]) is None
+    assert stamp_of([(socket.SOL_SOCKET, SCM_TIMESTAMPNS + 1, _timespec(1))]) is None
+    assert stamp_of([(socket.IPPROTO_TCP, SCM_TIMESTAMPNS, _timespec(1))]) is None
