@@ -153,7 +153,9 @@ def truth_ttft_ms(truth: dict[str, dict[str, object]]) -> np.ndarray:
                        if t.get("first_token_ns")])
 
 
-def timing_truth(tmp: Path, clients: Clients, streams_list: list[int], tokens: int, pinned: bool, stamps: str) -> None:
+def timing_truth(
+    tmp: Path, clients: Clients, streams_list: list[int], tokens: int, pinned: bool, stamps: str, run: int = 0
+) -> None:
     """`pinned`: tokspeed on core 0, the simulator on core 1 (vLLM's client is not pinned).
     `stamps`: the simulator's arrival stamps, "kernel" (`--kernel-stamps`) or "loop" (when its loop read the request)."""
     client_cpus, sim_cpus = ({0}, {1}) if pinned else (None, None)
@@ -168,10 +170,10 @@ def timing_truth(tmp: Path, clients: Clients, streams_list: list[int], tokens: i
         requests = max(8 * streams, 256)
         for name in clients.names:
             tag = re.sub(r"\W+", "-", name)
-            log = tmp / f"truth-{streams}-{tag}.jsonl"
+            log = tmp / f"truth-{run}-{streams}-{tag}.jsonl"
             kernel = ["--kernel-stamps"] if stamps == "kernel" else []
             proc, url = start_sim("--log", str(log), "--ttft-ms", "200", "--itl-ms", "5", *kernel, cpus=sim_cpus)
-            out = tmp / f"truth-{streams}-{tag}"
+            out = tmp / f"truth-{run}-{streams}-{tag}"
             try:
                 clients.run(name, url, out, streams, requests, tokens, api="completions", cpus=client_cpus)
             finally:
@@ -225,8 +227,8 @@ def main() -> None:
         if not args.skip_capacity:
             capacity(tmp, clients, args.streams, args.requests, args.tokens, args.paced_itl_ms, args.sims)
         if not args.skip_truth:
-            for _ in range(args.repeat):
-                timing_truth(tmp, clients, [8, 64], 64, args.pin, args.stamps)
+            for run in range(args.repeat):
+                timing_truth(tmp, clients, [8, 64], 64, args.pin, args.stamps, run)
 
 
 if __name__ == "__main__":

@@ -161,6 +161,43 @@ def _as_vllm(run_dir: Path) -> dict[str, Any]:
     return {m["name"]: m["stats"] for m in view["metrics"]} | {"requests": view["requests"]}
 
 
+STEADY = 1.25  # tokspeed's two runs' mean TTFT and E2E within this ratio: the machine kept its speed
+PARITY_ATTEMPTS = 3
+
+
+def _tokspeed_as_vllm(server: Server, out: Path, *args: str) -> dict[str, Any]:
+    return _as_vllm(_bench(server, out, *args))
+
+
+def _steady(before: dict[str, Any], after: dict[str, Any]) -> tuple[bool, str]:
+    """Whether tokspeed's runs before and after vLLM's met the same speed, and the figures."""
+    ratios = {name: max(before[name]["mean"], after[name]["mean"]) / min(before[name]["mean"], after[name]["mean"])
+              for name in ("TTFT", "E2EL")}
+    return all(r <= STEADY for r in ratios.values()), ", ".join(f"{n} {r:.2f}x" for n, r in ratios.items())
+
+
+def _parity_failures(before: dict[str, Any], theirs: dict[str, Any], after: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Each metric's line, and the lines of those where vLLM's figure is outside the tokspeed runs' span, widened."""
+    pairs = {  # vLLM's result key -> (the view's metric, its statistic)
+        "mean_ttft_ms": ("TTFT", "mean"), "median_ttft_ms": ("TTFT", "p50"),
+        "mean_tpot_ms": ("TPOT", "mean"), "median_tpot_ms": ("TPOT", "p50"),
+        "mean_itl_ms": ("ITL", "mean"), "median_itl_ms": ("ITL", "p50"),
+        "mean_e2el_ms": ("E2EL", "mean"), "median_e2el_ms": ("E2EL", "p50"),
+        "request_throughput": ("Request throughput", "value"),
+        "output_throughput": ("Output token throughput", "value"),
+    }
+    report, failed = [], []
+    for key, (name, stat) in pairs.items():
+        a, b, v = before[name][stat], after[name][stat], theirs[key]
+        low, high = min(a, b), max(a, b)
+        slack = max(2 * (high - low), 0.10 * high, 1.0 if key.endswith("_ms") else 0.0)
+        line = f"{key}: vLLM {v:.3f}, tokspeed {a:.3f} / {b:.3f}, allowed {low - slack:.3f}-{high + slack:.3f}"
+        report.append(line)
+        if not low - slack <= v <= high + slack:
+            failed.append(line)
+    return report, failed
+
+
 @pytest.mark.alone
 def test_report_as_vllm_reproduces_what_vllm_bench_serve_prints(
     vllm_server: Server, exported_model: Path, tmp_path: Path
@@ -173,31 +210,35 @@ def test_report_as_vllm_reproduces_what_vllm_bench_serve_prints(
     event (the role chunk, the last byte), used seconds for milliseconds, N for N - 1 on 32 tokens
     (3%, within noise: tests/unit/metrics/test_compat_views.py checks the formulas exactly) or another duration
     for the throughputs would fall outside.
+
+    The server's speed is not the test's to hold: beside another CPU-heavy process (a loop of the
+    unit tests) a CPU vLLM's TTFT as both clients saw it went from ~20 ms idle to 55-290 ms, varying
+    from run to run (a fresh-clone CI run: median TTFT 241 and 289 ms in tokspeed's runs, 25 ms in
+    vLLM's; in a rerun the engine's own TTFT histograms stayed at 21-25 ms while the clients saw 55-229
+    ms, so the time was outside the engine, in processes starved of CPU). A disagreement while tokspeed's two runs met the same speed (means within 1.25x) fails
+    at once; one while they did not is measured again (3 attempts in all), and if the machine never
+    held still the test skips saying so: the clients then met different servers and a comparison
+    says nothing either way.
     """
     tokspeed_args = ("--model", "dummy", "--api", "completions", "--dataset", "synthetic", "--input-tokens",
                      str(PARITY_IN), "--max-tokens", str(PARITY_OUT), "--extra-body", '{"ignore_eos": true}',
                      "--concurrency", "1", "--requests", str(PARITY_REQUESTS), "--warmup", "2")
-    before = _as_vllm(_bench(vllm_server, tmp_path / "a", *tokspeed_args))
-    theirs = _vllm_bench_serve(vllm_server, exported_model, tmp_path / "vllm")
-    after = _as_vllm(_bench(vllm_server, tmp_path / "b", *tokspeed_args))
-    assert theirs["completed"] == before["requests"] == after["requests"] == PARITY_REQUESTS
-    assert theirs["total_output_tokens"] == PARITY_REQUESTS * PARITY_OUT
-    pairs = {  # vLLM's result key -> (the view's metric, its statistic)
-        "mean_ttft_ms": ("TTFT", "mean"), "median_ttft_ms": ("TTFT", "p50"),
-        "mean_tpot_ms": ("TPOT", "mean"), "median_tpot_ms": ("TPOT", "p50"),
-        "mean_itl_ms": ("ITL", "mean"), "median_itl_ms": ("ITL", "p50"),
-        "mean_e2el_ms": ("E2EL", "mean"), "median_e2el_ms": ("E2EL", "p50"),
-        "request_throughput": ("Request throughput", "value"),
-        "output_throughput": ("Output token throughput", "value"),
-    }
-    report = []
-    for key, (name, stat) in pairs.items():
-        a, b, v = before[name][stat], after[name][stat], theirs[key]
-        low, high = min(a, b), max(a, b)
-        slack = max(2 * (high - low), 0.10 * high, 1.0 if key.endswith("_ms") else 0.0)
-        report.append(f"{key}: vLLM {v:.3f}, tokspeed {a:.3f} / {b:.3f}, allowed {low - slack:.3f}-{high + slack:.3f}")
-        assert low - slack <= v <= high + slack, "\n".join(report)
-    print("\n".join(report))  # pytest -s shows the figures
+    attempts = []
+    for attempt in range(PARITY_ATTEMPTS):
+        before = _tokspeed_as_vllm(vllm_server, tmp_path / f"a{attempt}", *tokspeed_args)
+        theirs = _vllm_bench_serve(vllm_server, exported_model, tmp_path / f"vllm{attempt}")
+        after = _tokspeed_as_vllm(vllm_server, tmp_path / f"b{attempt}", *tokspeed_args)
+        assert theirs["completed"] == before["requests"] == after["requests"] == PARITY_REQUESTS
+        assert theirs["total_output_tokens"] == PARITY_REQUESTS * PARITY_OUT
+        report, failed = _parity_failures(before, theirs, after)
+        steady, spread = _steady(before, after)
+        attempts.append(f"attempt {attempt + 1}: tokspeed's two runs' means apart by {spread}")
+        print("\n".join([attempts[-1], *report]))  # pytest -s shows the figures
+        if not failed:
+            return
+        assert not steady, "\n".join([attempts[-1], "disagree while the server kept its speed:", *failed])
+    pytest.skip("cannot compare: the server's speed changed during every attempt (another process was using "
+                "the machine?); " + "; ".join(attempts))
 
 
 def _server_token_count(server: Server, text: str) -> int:
