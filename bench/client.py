@@ -19,7 +19,10 @@ Part 2, timing truth at 8 and 64 streams, on /v1/completions (vLLM's chat client
 role-only first chunk for the first token, which is a different error): the simulator (TTFT
 200 ms, ITL 5 ms) logs when it received each request and wrote each chunk. tokspeed's records are matched to that log by
 response id (TTFT and ITL errors per request); vLLM's client keeps no ids, so its TTFT error is
-the difference of the distributions (mean and p99 of measured − truth).
+the difference of the distributions (mean and p99 of measured − truth). The simulator runs with
+`--kernel-stamps`: a request's arrival is the kernel's receive time, not when the simulator's loop
+read it (late by up to milliseconds while it writes a burst of chunks); `--stamps loop` measures
+against the loop's stamps instead. `--pin` puts the client and the simulator on cores of their own.
 """
 
 from __future__ import annotations
