@@ -36,6 +36,7 @@ READ_BYTES = 256 * 1024
 ANCILLARY = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0  # struct timespec: two 64-bit fields
 HIGH_WATER = 64 * 1024  # pause the protocol's writes above this many buffered bytes, as asyncio does
 LOW_WATER = 16 * 1024
+ACCEPT_RETRY_S = 1.0  # asyncio's pause after accept() fails for want of file descriptors
 
 
 def supported() -> bool:
@@ -210,9 +211,19 @@ class _Listener:
                 conn, _ = sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:  # out of file descriptors, or the peer gave up: as asyncio, go on listening
+            except OSError:  # out of file descriptors: as asyncio does, stop accepting for a second
+                self._loop.remove_reader(sock.fileno())
+                self._loop.call_later(ACCEPT_RETRY_S, self._resume)
                 return
-            StampedTransport(self._loop, conn, self._factory())
+            try:
+                StampedTransport(self._loop, conn, self._factory())
+            except OSError:  # the peer is already gone (getpeername, setsockopt)
+                conn.close()
+
+    def _resume(self) -> None:
+        sock = self.sockets[0]
+        if sock.fileno() >= 0:
+            self._loop.add_reader(sock.fileno(), self._accept)
 
     def close(self) -> None:
         sock = self.sockets[0]
