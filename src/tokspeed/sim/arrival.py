@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from time import perf_counter_ns
+from typing import Any
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_server import Server
 
-ARRIVAL_KEY = "tokspeed_arrival_ns"
+# a typed key where aiohttp has them (3.12+; a plain string draws NotAppKeyWarning there)
+ARRIVAL_KEY: Any = web.RequestKey("tokspeed_arrival_ns", int) if hasattr(web, "RequestKey") else "tokspeed_arrival_ns"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
