@@ -10,7 +10,8 @@ and with `sleep_until` (what it does now). Lateness is wake-up − due; CPU is t
 process's CPU time over the schedule, as a share of one core.
 
 Part 2, end to end: `tokspeed run --rate R` against `tokspeed sim --ttft-ms 0
---itl-ms 0 --log FILE` (8-token responses, 20 warm-up requests). The run's records
+--itl-ms 0 --kernel-stamps --log FILE` (8-token responses, 20 warm-up requests; the simulator logs each
+arrival as the kernel's receive time, so its own loop's delays are not in the server-side figures). The run's records
 and the simulator's log share one monotonic clock, so each request is seen three
 times: scheduled (by the client's plan), sent (bytes handed to the socket) and
 received (by the server). For each: the rate ((n − 1) / (last − first)) and the
@@ -143,7 +144,7 @@ def measured(out: Path, log: Path) -> tuple[dict[str, list[int]], dict[str, Any]
 def end_to_end(tmp: Path, cases: list[tuple[float, str]], n: int, repeat: int, pin: bool) -> None:
     log = tmp / "sim.jsonl"
     client_cpus, sim_cpus = ({0}, {(os.cpu_count() or 2) - 1}) if pin else (None, None)
-    proc, url = start_sim("--ttft-ms", "0", "--itl-ms", "0", "--log", str(log), cpus=sim_cpus)
+    proc, url = start_sim("--ttft-ms", "0", "--itl-ms", "0", "--kernel-stamps", "--log", str(log), cpus=sim_cpus)
     try:
         if pin:
             print(f"\npinned: client on CPU {min(client_cpus or {0})}, simulator on CPU {min(sim_cpus or {0})}")
@@ -272,7 +273,7 @@ def run_vllm_paced(python: str, url: str, model: str, tokenizer: Path, rate: flo
 
 def side_by_side(tmp: Path, rates: list[float], n: int, vllm: str | None, repeat: int) -> None:
     log = tmp / "sim-peers.jsonl"
-    proc, url = start_sim("--ttft-ms", "0", "--itl-ms", "0", "--log", str(log))
+    proc, url = start_sim("--ttft-ms", "0", "--itl-ms", "0", "--kernel-stamps", "--log", str(log))
     script = tmp / "reference.py"
     script.write_text(REFERENCE)
     warmup = 20
@@ -395,7 +396,7 @@ def attribution(tmp: Path, rate: float, n: int, repeat: int) -> None:
     """Constant `rate` req/s with the live view and telemetry each on and off; medians over `repeat` runs."""
     loop_costs(tmp)
     log = tmp / "sim-attribution.jsonl"
-    proc, url = start_sim("--ttft-ms", "0", "--itl-ms", "0", "--log", str(log))
+    proc, url = start_sim("--ttft-ms", "0", "--itl-ms", "0", "--kernel-stamps", "--log", str(log))
     warmup = 20
     figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in ATTRIBUTION}
     try:
