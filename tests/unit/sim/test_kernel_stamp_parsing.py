@@ -6,6 +6,10 @@ import socket
 import struct
 import time
 
+import pytest
+
+from tokspeed.errors import ConfigError
+from tokspeed.sim import SimConfig
 from tokspeed.sim.kernel_stamps import SCM_TIMESTAMPNS, stamp_of
 
 
@@ -26,3 +30,13 @@ def test_no_stamp_without_the_timestamp_message() -> None:
     assert stamp_of([]) is None
     assert stamp_of([(socket.SOL_SOCKET, SCM_TIMESTAMPNS + 1, _timespec(1))]) is None
     assert stamp_of([(socket.IPPROTO_TCP, SCM_TIMESTAMPNS, _timespec(1))]) is None
+
+
+def test_kernel_stamps_are_refused_with_a_reason_where_the_kernel_cannot_give_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tokspeed.sim import server
+
+    monkeypatch.setattr(server, "kernel_stamps_supported", lambda: False)
+    with pytest.raises(ConfigError, match="--kernel-stamps needs Linux"):
+        server.run_server(SimConfig(), port=0, kernel_stamps=True)
