@@ -25,11 +25,13 @@ import json
 import math
 import os
 import subprocess
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from harness import load_json, run_cli
@@ -161,19 +163,38 @@ def _as_vllm(run_dir: Path) -> dict[str, Any]:
     return {m["name"]: m["stats"] for m in view["metrics"]} | {"requests": view["requests"]}
 
 
-STEADY = 1.25  # tokspeed's two runs' mean TTFT and E2E within this ratio: the machine kept its speed
-PARITY_ATTEMPTS = 3
+FOREIGN_CORES = 0.25  # CPU used by processes outside this test run's tree, in cores: above it the machine was shared
+PARITY_ATTEMPTS = 2
 
 
 def _tokspeed_as_vllm(server: Server, out: Path, *args: str) -> dict[str, Any]:
     return _as_vllm(_bench(server, out, *args))
 
 
-def _steady(before: dict[str, Any], after: dict[str, Any]) -> tuple[bool, str]:
-    """Whether tokspeed's runs before and after vLLM's met the same speed, and the figures."""
-    ratios = {name: max(before[name]["mean"], after[name]["mean"]) / min(before[name]["mean"], after[name]["mean"])
-              for name in ("TTFT", "E2EL")}
-    return all(r <= STEADY for r in ratios.values()), ", ".join(f"{n} {r:.2f}x" for n, r in ratios.items())
+class ForeignLoad:
+    """CPU that processes outside this test run (pytest's processes, the servers and clients they
+    started) use from now on, in cores: the machine's busy time (/proc/stat) minus the tree's own."""
+
+    def __init__(self) -> None:
+        self._root = psutil.Process(os.getppid())  # pytest's main process (xdist's controller, or the shell)
+        self._start = self._reading()
+
+    def _reading(self) -> tuple[float, float, float]:
+        times = psutil.cpu_times()
+        busy = sum(times) - times.idle - getattr(times, "iowait", 0.0)
+        own = 0.0
+        for proc in [self._root, *self._root.children(recursive=True)]:
+            try:
+                t = proc.cpu_times()
+            except psutil.Error:  # ended meanwhile: its time is its parent's children_* once reaped
+                continue
+            own += t.user + t.system + t.children_user + t.children_system
+        return time.monotonic(), busy, own
+
+    def cores(self) -> float:
+        t1, busy1, own1 = self._reading()
+        t0, busy0, own0 = self._start
+        return max(0.0, (busy1 - busy0) - (own1 - own0)) / (t1 - t0)
 
 
 def _parity_failures(before: dict[str, Any], theirs: dict[str, Any], after: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -215,30 +236,33 @@ def test_report_as_vllm_reproduces_what_vllm_bench_serve_prints(
     unit tests) a CPU vLLM's TTFT as both clients saw it went from ~20 ms idle to 55-290 ms, varying
     from run to run (a fresh-clone CI run: median TTFT 241 and 289 ms in tokspeed's runs, 25 ms in
     vLLM's; in a rerun the engine's own TTFT histograms stayed at 21-25 ms while the clients saw 55-229
-    ms, so the time was outside the engine, in processes starved of CPU). A disagreement while tokspeed's two runs met the same speed (means within 1.25x) fails
-    at once; one while they did not is measured again (3 attempts in all), and if the machine never
-    held still the test skips saying so: the clients then met different servers and a comparison
-    says nothing either way.
+    ms; in another, tokens came in bunches, median ITL 0 for both clients). No tolerance holds that, so
+    the test measures the CPU that processes outside this test run used meanwhile (the machine's busy
+    time minus pytest's process tree, the server's and the clients' included): a disagreement while
+    that was under a quarter of a core fails at once; one while the machine was shared is measured
+    again (2 attempts in all), and if it was shared in every attempt the test skips saying so, since
+    the clients then met different servers and a comparison says nothing either way.
     """
     tokspeed_args = ("--model", "dummy", "--api", "completions", "--dataset", "synthetic", "--input-tokens",
                      str(PARITY_IN), "--max-tokens", str(PARITY_OUT), "--extra-body", '{"ignore_eos": true}',
                      "--concurrency", "1", "--requests", str(PARITY_REQUESTS), "--warmup", "2")
     attempts = []
     for attempt in range(PARITY_ATTEMPTS):
+        load = ForeignLoad()
         before = _tokspeed_as_vllm(vllm_server, tmp_path / f"a{attempt}", *tokspeed_args)
         theirs = _vllm_bench_serve(vllm_server, exported_model, tmp_path / f"vllm{attempt}")
         after = _tokspeed_as_vllm(vllm_server, tmp_path / f"b{attempt}", *tokspeed_args)
+        foreign = load.cores()
         assert theirs["completed"] == before["requests"] == after["requests"] == PARITY_REQUESTS
         assert theirs["total_output_tokens"] == PARITY_REQUESTS * PARITY_OUT
         report, failed = _parity_failures(before, theirs, after)
-        steady, spread = _steady(before, after)
-        attempts.append(f"attempt {attempt + 1}: tokspeed's two runs' means apart by {spread}")
+        attempts.append(f"attempt {attempt + 1}: other processes used {foreign:.2f} cores meanwhile")
         print("\n".join([attempts[-1], *report]))  # pytest -s shows the figures
         if not failed:
             return
-        assert not steady, "\n".join([attempts[-1], "disagree while the server kept its speed:", *failed])
-    pytest.skip("cannot compare: the server's speed changed during every attempt (another process was using "
-                "the machine?); " + "; ".join(attempts))
+        assert foreign > FOREIGN_CORES, "\n".join([attempts[-1], "disagree on a machine of their own:", *failed])
+    pytest.skip("cannot compare: other processes used the machine during every attempt, so the clients met "
+                "different servers; " + "; ".join(attempts))
 
 
 def _server_token_count(server: Server, text: str) -> int:
