@@ -18,9 +18,9 @@ def pin(proc: subprocess.Popen[bytes], cpus: set[int] | None) -> subprocess.Pope
     return proc
 
 
-def start_sim(*args: str, cpus: set[int] | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    """`tokspeed sim --port 0 ARGS` (pinned to `cpus` if given); returns the process and its base URL (…/v1)."""
-    proc = pin(subprocess.Popen([sys.executable, "-m", "tokspeed", "sim", "--port", "0", *args], stdout=subprocess.PIPE), cpus)
+def start_sim(*args: str, cpus: set[int] | None = None, port: str = "0") -> tuple[subprocess.Popen[bytes], str]:
+    """`tokspeed sim --port PORT ARGS` (pinned to `cpus` if given); returns the process and its base URL (…/v1)."""
+    proc = pin(subprocess.Popen([sys.executable, "-m", "tokspeed", "sim", "--port", port, *args], stdout=subprocess.PIPE), cpus)
     assert proc.stdout is not None
     m = URL.search(proc.stdout.readline())
     if not m:
@@ -39,12 +39,7 @@ def start_sims(n: int, *args: str) -> tuple[list[subprocess.Popen[bytes]], str]:
     procs = [first]
     try:
         for _ in range(n - 1):
-            proc = subprocess.Popen([sys.executable, "-m", "tokspeed", "sim", "--port", port, "--reuse-port", *args],
-                                    stdout=subprocess.PIPE)
-            procs.append(proc)
-            assert proc.stdout is not None
-            if not URL.search(proc.stdout.readline()):
-                raise SystemExit("simulator did not start")
+            procs.append(start_sim("--reuse-port", *args, port=port)[0])
     except BaseException:
         for proc in procs:
             proc.kill()
