@@ -23,6 +23,8 @@ the difference of the distributions (mean and p99 of measured − truth). The si
 `--kernel-stamps`: a request's arrival is the kernel's receive time, not when the simulator's loop
 read it (late by up to milliseconds while it writes a burst of chunks); `--stamps loop` measures
 against the loop's stamps instead. `--pin` puts the client and the simulator on cores of their own.
+`--reads loop kernel` runs tokspeed twice in each measurement: reads stamped when its loop got to
+them (the default) and with the kernel's receive stamps (`tokspeed run --kernel-stamps`).
 """
 
 from __future__ import annotations
@@ -56,13 +58,13 @@ class Measured:
 
 def run_tokspeed(
     url: str, out: Path, streams: int, requests: int, tokens: int, workers: str = "1", api: str = "chat",
-    cpus: set[int] | None = None,
+    cpus: set[int] | None = None, extra: tuple[str, ...] = (),
 ) -> Measured:
     """`tokspeed run` (pinned to `cpus` if given); CPU of the whole process tree (worker processes included) from the OS."""
     proc = pin(subprocess.Popen(
         [sys.executable, "-m", "tokspeed", "run", "--target", url, "--concurrency", str(streams),
          "--requests", str(requests), "--max-tokens", str(tokens), "--warmup", str(streams),
-         "--workers", workers, "--api", api, "--out", str(out), "-q"],
+         "--workers", workers, "--api", api, "--out", str(out), "-q", *extra],
         stdout=subprocess.DEVNULL,
     ), cpus)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -73,11 +75,16 @@ def run_tokspeed(
 
 
 class Clients:
-    """The clients under test: tokspeed (one entry per --workers value) and, if asked, vLLM's."""
+    """The clients under test: tokspeed (one entry per --workers value and --reads stamp) and, if asked, vLLM's."""
 
-    def __init__(self, workers: list[str], vllm: str | None, tokenizer: Path | None) -> None:
-        self.names = [f"tokspeed (workers {w})" if len(workers) > 1 else "tokspeed" for w in workers]
-        self._workers = dict(zip(self.names, workers))
+    def __init__(self, workers: list[str], reads: list[str], vllm: str | None, tokenizer: Path | None) -> None:
+        self._tokspeed: dict[str, tuple[str, tuple[str, ...]]] = {}  # name: (--workers, further flags)
+        for w in workers:
+            for stamp in reads:
+                what = ([f"workers {w}"] if len(workers) > 1 else []) + ([f"{stamp} reads"] if len(reads) > 1 else [])
+                name = f"tokspeed ({', '.join(what)})" if what else "tokspeed"
+                self._tokspeed[name] = (w, ("--kernel-stamps",) if stamp == "kernel" else ())
+        self.names = list(self._tokspeed)
         self._vllm, self._tokenizer = vllm, tokenizer
         if vllm:
             self.names.append("vllm bench serve")
@@ -86,8 +93,9 @@ class Clients:
         self, name: str, url: str, out: Path, streams: int, requests: int, tokens: int, api: str = "chat",
         cpus: set[int] | None = None,
     ) -> Measured:
-        if name in self._workers:
-            return run_tokspeed(url, out, streams, requests, tokens, self._workers[name], api, cpus)
+        if name in self._tokspeed:
+            workers, extra = self._tokspeed[name]
+            return run_tokspeed(url, out, streams, requests, tokens, workers, api, cpus, extra)
         assert self._vllm and self._tokenizer
         base = url[: -len("/v1")]
         peer = run_vllm(self._vllm, base, SIM_MODEL, self._tokenizer, streams, requests, tokens, out, api)
@@ -205,6 +213,9 @@ def main() -> None:
     ap.add_argument("--paced-itl-ms", type=float, default=2.0, help="the paced server's inter-token latency")
     ap.add_argument("--workers", nargs="+", default=["1"], help="--workers values to measure (N or auto)")
     ap.add_argument("--vs", choices=["vllm"], help="also run this peer client on the same servers")
+    ap.add_argument("--reads", nargs="+", choices=["loop", "kernel"], default=["loop"],
+                    help="how tokspeed stamps its reads: when its event loop got to them (the default) or the kernel's "
+                         "receive time (--kernel-stamps); several to compare")
     ap.add_argument("--skip-truth", action="store_true", help="only the capacity part")
     ap.add_argument("--sims", type=int, default=1,
                     help="simulators behind the client in the capacity part (sharing one port): one simulator "
@@ -226,7 +237,7 @@ def main() -> None:
                 raise SystemExit("no Python with vllm found; see bench/peers.py for how to get one")
             tokenizer = export_tokenizer(tmp / "tokenizer")
             print(f"peer: vllm {vllm_version(vllm)} bench serve ({vllm})")
-        clients = Clients(args.workers, vllm, tokenizer)
+        clients = Clients(args.workers, args.reads, vllm, tokenizer)
         if not args.skip_capacity:
             capacity(tmp, clients, args.streams, args.requests, args.tokens, args.paced_itl_ms, args.sims)
         if not args.skip_truth:

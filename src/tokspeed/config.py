@@ -171,6 +171,10 @@ class RunConfig(BaseModel):
     insecure: bool = Field(False, description="https without checking the server's certificate or host name")
     client_cert: str | None = Field(None, description="PEM client certificate, for servers that ask for one")
     client_key: str | None = Field(None, description="PEM private key of client_cert (when not in the same file)")
+    kernel_stamps: bool = Field(
+        False, description="time each read by the kernel's receive stamp, not by when the client's event loop got to it "
+        "(plain http:// targets on Linux; --kernel-stamps)"
+    )
 
     # sampling
     temperature: float | None = Field(None, ge=0, allow_inf_nan=False, description="sampling temperature (sent only when given)")
@@ -387,6 +391,20 @@ class RunConfig(BaseModel):
         policy = self.http_policy()
         if policy != type(policy)():
             policy.check()
+        return self
+
+    @model_validator(mode="after")
+    def _check_kernel_stamps(self) -> RunConfig:
+        """Kernel receive stamps are read from a plain TCP socket, on Linux: say so before anything is sent."""
+        if not self.kernel_stamps:
+            return self
+        from tokspeed.backends.kernel_stamps import supported
+
+        if not supported():
+            raise ValueError("kernel_stamps (--kernel-stamps) needs Linux (SO_TIMESTAMPNS on TCP sockets)")
+        if self.target is None or not self.target.startswith("http://"):
+            raise ValueError("kernel_stamps (--kernel-stamps) needs a plain http:// target: TLS and in-process engines "
+                             "do not read a socket the kernel stamps")
         return self
 
     def http_policy(self) -> HttpPolicy:

@@ -24,9 +24,9 @@ import orjson
 import pytest
 from aiohttp import web
 
+from tokspeed.backends.kernel_stamps import supported
 from tokspeed.sim import SimConfig, make_app
 from tokspeed.sim.arrival import use_arrival_stamps
-from tokspeed.sim.kernel_stamps import supported
 from tokspeed.sim.server import listen_site
 
 pytestmark = pytest.mark.skipif(not supported(), reason="kernel receive stamps on TCP are Linux's")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import select
+import socket
 import ssl as ssl_module
 from collections import deque
 from collections.abc import Callable
@@ -34,6 +35,8 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 import httptools
+
+from tokspeed.backends.kernel_stamps import StampedTransport
 
 PREWARM_PARALLEL = 128  # connects in progress at once while opening connections ahead of the load
 # connections refused (the server's port is closed: killed, restarting): wait before the next connect,
@@ -266,7 +269,14 @@ class Connection(ResponseParsing, asyncio.Protocol):
             self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
-        self._now = perf_counter_ns()  # the read's time, before anything else
+        self._received(data, perf_counter_ns())  # the read's time, before anything else
+
+    def stamped_data_received(self, data: bytes, stamp_ns: int | None) -> None:
+        """A read with the kernel's receive stamp (`--kernel-stamps`): when its last packet reached the socket."""
+        self._received(data, perf_counter_ns() if stamp_ns is None else stamp_ns)
+
+    def _received(self, data: bytes, now: int) -> None:
+        self._now = now
         if not self._busy:
             if data.strip():
                 self.keep_alive = False  # bytes nobody asked for: do not trust this connection
@@ -296,6 +306,29 @@ class Connection(ResponseParsing, asyncio.Protocol):
         self._sink = None
         if done is not None and not done.done():
             done.set_exception(exc)
+
+
+async def open_stamped(loop: asyncio.AbstractEventLoop, host: str, port: int) -> tuple[StampedTransport, Connection]:
+    """A plain TCP connection whose reads carry the kernel's receive stamps (`--kernel-stamps`).
+
+    Each address `host` resolves to is tried in turn, as `create_connection` does; when none
+    connects, the last one's error is raised (a refusal stays a ConnectionRefusedError).
+    """
+    failure: OSError | None = None
+    for family, kind, proto, _, address in await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            await loop.sock_connect(sock, address)
+            conn = Connection()
+            return StampedTransport(loop, sock, conn), conn
+        except OSError as exc:
+            sock.close()
+            failure = exc
+        except BaseException:
+            sock.close()
+            raise
+    raise failure or OSError(f"{host} resolved to no address")
 
 
 class Refusals:
@@ -357,8 +390,11 @@ class Pool:
     """Up to `limit` keep-alive connections to one endpoint; callers wait when all are busy."""
 
     def __init__(self, endpoint: Endpoint, limit: int, connect_timeout_s: float | None = None,
-                 ssl_context: ssl_module.SSLContext | None = None) -> None:
+                 ssl_context: ssl_module.SSLContext | None = None, kernel_stamps: bool = False) -> None:
+        if kernel_stamps and endpoint.tls:
+            raise ValueError("kernel receive stamps need a plain http:// connection (TLS decrypts above the socket)")
         self.endpoint = endpoint
+        self.kernel_stamps = kernel_stamps  # connections read with recvmsg and stamped by the kernel
         self.limit = max(1, limit)
         self.connect_timeout_s = connect_timeout_s
         self._idle: list[Connection] = []
@@ -406,13 +442,14 @@ class Pool:
                 await asyncio.sleep(wait)
                 self.refusals.waited_ns += int(wait * 1e9)
             t0 = perf_counter_ns()
-            opening = loop.create_connection(
-                Connection,
-                self.endpoint.host,
-                self.endpoint.port,
-                ssl=self._ssl,
-                server_hostname=self.endpoint.host if self._ssl else None,
-            )
+            opening = open_stamped(loop, self.endpoint.host, self.endpoint.port) if self.kernel_stamps else \
+                loop.create_connection(
+                    Connection,
+                    self.endpoint.host,
+                    self.endpoint.port,
+                    ssl=self._ssl,
+                    server_hostname=self.endpoint.host if self._ssl else None,
+                )
             if self.connect_timeout_s is None:
                 _, conn = await opening
             else:

@@ -58,6 +58,7 @@ class HTTPSettings(TypedDict, total=False):
     counter: TokenCounter | None
     keep_text_for: int
     policy: HttpPolicy
+    kernel_stamps: bool
 
 
 class PooledHTTPBackend(ABC, Generic[R]):
@@ -84,6 +85,7 @@ class PooledHTTPBackend(ABC, Generic[R]):
         counter: TokenCounter | None = None,  # counts output tokens when the server does not
         keep_text_for: int = 3,  # requests (by index) whose output text is kept as a sample
         policy: HttpPolicy | None = None,  # TLS, proxies, redirects: one policy for the session and the pool
+        kernel_stamps: bool = False,  # reads stamped with the kernel's receive time (plain http://, Linux)
     ) -> None:
         self.stream = stream
         self.model = model
@@ -103,6 +105,7 @@ class PooledHTTPBackend(ABC, Generic[R]):
         self._counter = counter
         self._keep_text_for = keep_text_for
         self._policy = policy or HttpPolicy()
+        self._kernel_stamps = kernel_stamps
         self._session: aiohttp.ClientSession | None = None  # discovery and the probe
         self._pool: Pool | None = None  # the requests themselves
         self._head = b""  # the request line and headers (set once the route is known)
@@ -132,7 +135,8 @@ class PooledHTTPBackend(ABC, Generic[R]):
 
     def _open_pool(self, endpoint: Endpoint) -> Pool:
         """The load's connection pool, with the same TLS context as the session."""
-        self._pool = Pool(endpoint, self._pool_size, ssl_context=self._policy.ssl_context() if endpoint.tls else None)
+        self._pool = Pool(endpoint, self._pool_size, ssl_context=self._policy.ssl_context() if endpoint.tls else None,
+                          kernel_stamps=self._kernel_stamps)
         return self._pool
 
     async def _prewarm_pool(self) -> list[str]:

@@ -167,6 +167,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("insecure", tf.Insecure, default=False, sets=to("insecure", true_or_none)),
     RunOption("client_cert", tf.ClientCert, sets=to("client_cert")),
     RunOption("client_key", tf.ClientKey, sets=to("client_key")),
+    RunOption("kernel_stamps", Annotated[bool, _opt("--kernel-stamps", help="Time each read by when it reached the client's socket (the kernel's receive stamp), not by when the client's event loop got to it: takes the client's own scheduling delays out of TTFT and ITL on a busy machine. Costs some client CPU per read (measured in docs/benchmarks.md). Plain http:// targets on Linux.", panel=TARGET)], default=False, sets=to("kernel_stamps", true_or_none)),
     RunOption("max_tokens", Annotated[str | None, _opt("--max-tokens", "--output-tokens", help="max_tokens per request: N, uniform:a,b, normal:mean,sd, or 'dataset'. A list (64,256) sweeps it. [default: 256]", panel=SAMPLE)]),
     RunOption("temperature", Annotated[float | None, _opt("--temperature", help="Sampling temperature (sent only when given). [default: not sent: the server's]", panel=SAMPLE)], sets=to("temperature")),
     RunOption("top_p", Annotated[float | None, _opt("--top-p", help="Nucleus sampling top_p (sent only when given). [default: not sent: the server's]", panel=SAMPLE)], sets=to("top_p")),

@@ -113,7 +113,7 @@ def http_backend(cfg: RunConfig, pool_size: int, prewarm: int | None = None) -> 
             extra_body=cfg.extra_body, sampling={"temperature": cfg.temperature, "top_p": cfg.top_p, "stop": cfg.stop},
             timeout_s=cfg.timeout_s, ttft_timeout_s=cfg.ttft_timeout_s, retries=cfg.retries, pool_size=pool_size,
             prewarm=prewarm, counter=load_counter(cfg.tokenizer) if cfg.tokenizer else None,
-            keep_text_for=SAMPLE_OUTPUTS, policy=cfg.http_policy(),
+            keep_text_for=SAMPLE_OUTPUTS, policy=cfg.http_policy(), kernel_stamps=cfg.kernel_stamps,
         )
     return OpenAIHTTPBackend(
         cfg.target,
@@ -134,6 +134,7 @@ def http_backend(cfg: RunConfig, pool_size: int, prewarm: int | None = None) -> 
         counter=load_counter(cfg.tokenizer) if cfg.tokenizer else None,
         keep_text_for=KEEP_ALL_TEXTS if cfg.token_audit else SAMPLE_OUTPUTS,  # --token-audit: every text
         policy=cfg.http_policy(),  # TLS for the probe and the load alike
+        kernel_stamps=cfg.kernel_stamps,
     )
 
 

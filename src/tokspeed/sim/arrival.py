@@ -31,6 +31,12 @@ class StampingRequestHandler(RequestHandler):
             self.arrival_ns = perf_counter_ns()
         super().data_received(data)
 
+    def stamped_data_received(self, data: bytes, stamp_ns: int | None) -> None:
+        """A read with the kernel's receive stamp (`tokspeed sim --kernel-stamps`): the arrival, when it starts a request."""
+        if self.arrival_ns is None and stamp_ns is not None:
+            self.arrival_ns = stamp_ns
+        self.data_received(data)
+
 
 class StampingServer(Server):
     def __call__(self) -> RequestHandler:

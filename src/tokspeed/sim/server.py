@@ -15,12 +15,12 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from tokspeed.backends.kernel_stamps import supported as kernel_stamps_supported
 from tokspeed.errors import ConfigError
 from tokspeed.sim.arrival import arrival_middleware, use_arrival_stamps
 from tokspeed.sim.auth import auth_middleware
 from tokspeed.sim.config import SimConfig, describe
 from tokspeed.sim.kernel_stamps import KernelStampSite
-from tokspeed.sim.kernel_stamps import supported as kernel_stamps_supported
 from tokspeed.sim.native import NativeSim
 from tokspeed.sim.service import SHUTDOWN_GRACE_S, SimService
 

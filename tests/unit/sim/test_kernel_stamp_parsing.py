@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from tokspeed.backends.kernel_stamps import SCM_TIMESTAMPNS, stamp_of
 from tokspeed.errors import ConfigError
 from tokspeed.sim import SimConfig
-from tokspeed.sim.kernel_stamps import SCM_TIMESTAMPNS, stamp_of
 
 
 def _timespec(ns: int) -> bytes:
