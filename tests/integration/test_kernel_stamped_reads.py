@@ -153,6 +153,7 @@ def test_a_run_with_kernel_stamps_times_every_token_as_the_simulator_wrote_it_th
         deadline = time.monotonic() + 60
         while _lines(sim.log) < 8 and time.monotonic() < deadline:
             time.sleep(0.005)  # the probe, the warm-up and some measured requests have ended: the load is under way
+        time.sleep(0.06)  # mid-request (the 4 streams end together; each takes ~170 ms): tokens are still to come
         stopped_ns = time.perf_counter_ns()
         client.send_signal(signal.SIGSTOP)
         time.sleep(STOP_MS / 1000)
@@ -167,7 +168,7 @@ def test_a_run_with_kernel_stamps_times_every_token_as_the_simulator_wrote_it_th
     offset, truth = run["epoch_offset_ns"], sim.entries()
     measured = [r for r in records(out) if not r["warmup"]]
     assert len(measured) == 64 and all(r["status"] == "ok" for r in measured)
-    during = [ns for t in truth.values() for ns in t["chunk_ns"] if stopped_ns + 50 * MS < ns < resumed_ns - 50 * MS]
+    during = [ns for t in truth.values() for ns in t["chunk_ns"] if stopped_ns + 20 * MS < ns < resumed_ns]
     assert during, "no token was written while the client was stopped"
     for r in measured:
         t = truth[r["response_id"]]
