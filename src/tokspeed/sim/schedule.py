@@ -9,6 +9,7 @@ next one's deadline (no accumulated jitter).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from dataclasses import dataclass
 
@@ -57,15 +58,18 @@ def make_plan(cfg: SimConfig, req: SimRequest, cached_tokens: int = 0) -> Respon
     return ResponsePlan(timing=timing, total_tokens=total, reasoning_tokens=reasoning)
 
 
-def plan_chunks(reasoning_tokens: int, content_tokens: int, tokens_per_chunk: int) -> list[Chunk]:
+@functools.lru_cache(maxsize=256)
+def plan_chunks(reasoning_tokens: int, content_tokens: int, tokens_per_chunk: int) -> tuple[Chunk, ...]:
     """Group the generated tokens into chunks of `tokens_per_chunk`.
 
     Reasoning tokens come first and are grouped on their own, so no chunk mixes reasoning
     and content: the last reasoning chunk and the last content chunk may carry fewer tokens.
+    Cached (the chunks are immutable): a load's requests mostly ask for the same few lengths, and
+    building a chunk object per token was a tenth of the simulator's CPU per streamed request.
     """
     chunks = _group(0, reasoning_tokens, tokens_per_chunk, reasoning=True)
     chunks += _group(reasoning_tokens, content_tokens, tokens_per_chunk, reasoning=False)
-    return chunks
+    return tuple(chunks)
 
 
 def _group(first: int, count: int, size: int, *, reasoning: bool) -> list[Chunk]:
@@ -106,7 +110,7 @@ class ResponsePlan:
     def content_tokens(self) -> int:
         return self.total_tokens - self.reasoning_tokens
 
-    def chunks(self, tokens_per_chunk: int) -> list[Chunk]:
+    def chunks(self, tokens_per_chunk: int) -> tuple[Chunk, ...]:
         return plan_chunks(self.reasoning_tokens, self.content_tokens, tokens_per_chunk)
 
     def last_due_offset_ns(self) -> int:

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from time import perf_counter_ns
 from typing import Any
 
@@ -330,7 +330,7 @@ class SimService:
         resp: web.StreamResponse,
         enc: ChunkEncoder,
         timing: Timing,
-        chunks: list[Chunk],
+        chunks: Sequence[Chunk],
         start: int,
         stop: int,
         entry: LogEntry,
@@ -367,7 +367,7 @@ class SimService:
             j += len(group)
             prev_due = start_ns + timing.due_offset_ns(chunks[j - 1].last_token)
 
-    def _due_group(self, timing: Timing, chunks: list[Chunk], j: int, stop: int, start_ns: int) -> list[Chunk]:
+    def _due_group(self, timing: Timing, chunks: Sequence[Chunk], j: int, stop: int, start_ns: int) -> Sequence[Chunk]:
         """chunks[j] and the chunks after it that are already due (never across an SSE comment)."""
         now = perf_counter_ns()
         end = j + 1

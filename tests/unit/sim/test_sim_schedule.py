@@ -45,12 +45,12 @@ def test_joined_tokens_count_exactly(first: int, count: int) -> None:
 
 def test_plan_chunks_groups_reasoning_and_content_separately() -> None:
     chunks = plan_chunks(reasoning_tokens=3, content_tokens=4, tokens_per_chunk=2)
-    assert chunks == [
+    assert chunks == (
         Chunk(0, 2, True),
         Chunk(2, 1, True),
         Chunk(3, 2, False),
         Chunk(5, 2, False),
-    ]
+    )
     assert [c.last_token for c in chunks] == [1, 2, 4, 6]
 
 
@@ -61,6 +61,12 @@ def test_plan_chunks_covers_every_token_once(reasoning: int, content: int, size:
     assert all(1 <= c.tokens <= size for c in chunks)
     assert [c.first_token for c in chunks] == sorted(c.first_token for c in chunks)
     assert sum(c.tokens for c in chunks if c.reasoning) == reasoning
+
+
+@given(st.integers(0, 10_000), st.integers(1, 20))
+def test_token_text_of_one_token_at_a_time_joins_to_the_text_of_many(first: int, count: int) -> None:
+    assert "".join(token_text(i, 1) for i in range(first, first + count)) == token_text(first, count)
+    assert token_text(first, 1) == TOKENS[first % len(TOKENS)]
 
 
 def test_deadlines_are_absolute() -> None:
