@@ -402,7 +402,7 @@ class RunConfig(BaseModel):
 
         if not supported():
             raise ValueError("kernel_stamps (--kernel-stamps) needs Linux (SO_TIMESTAMPNS on TCP sockets)")
-        if self.target is None or not self.target.startswith("http://"):
+        if self.target is None or not self.target.lower().startswith("http://"):
             raise ValueError("kernel_stamps (--kernel-stamps) needs a plain http:// target: TLS and in-process engines "
                              "do not read a socket the kernel stamps")
         return self

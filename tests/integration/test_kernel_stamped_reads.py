@@ -23,7 +23,6 @@ from tests.integration.harness import SimServer, load_json, records
 
 from tokspeed.backends.http1 import Endpoint, Pool, request_bytes, request_head
 from tokspeed.backends.kernel_stamps import StampedTransport, supported
-from tokspeed.config import RunConfig
 
 pytestmark = pytest.mark.skipif(not supported(), reason="kernel receive stamps on TCP are Linux's")
 
@@ -122,15 +121,6 @@ async def test_stamped_connections_are_kept_alive_and_count_refusals(tmp_path: P
     with pytest.raises(ConnectionRefusedError):
         await refused.acquire()
     assert refused.refusals.total == 1
-
-
-def test_kernel_stamps_are_refused_where_no_socket_carries_them() -> None:
-    with pytest.raises(ValueError, match="plain http:// connection"):
-        Pool(Endpoint("https://127.0.0.1:1/v1"), 1, kernel_stamps=True)
-    for target in ("https://example.com/v1", "embedded", None):
-        with pytest.raises(ValueError, match=r"--kernel-stamps\) needs a plain http:// target"):
-            RunConfig(target=target, kernel_stamps=True)
-    assert RunConfig(target="http://127.0.0.1:1/v1", kernel_stamps=True).kernel_stamps
 
 
 def _lines(path: Path) -> int:

@@ -91,3 +91,27 @@ def test_rate_inf_needs_a_request_count() -> None:
     cfg = RunConfig(profile="rate", rate=float("inf"), requests=40, max_concurrency=8)
     assert cfg.streams == 8 and RunConfig(profile="rate", rate=float("inf"), requests=40).streams == 40
     assert cfg.redacted_dump()["rate"] == "inf"  # JSON has no infinity; "inf" validates back
+
+
+def test_kernel_stamps_are_refused_where_no_socket_carries_them() -> None:
+    for target in ("https://example.com/v1", "embedded", "hf:/models/x", None):
+        with pytest.raises(ValueError, match=r"--kernel-stamps\) needs a plain http:// target"):
+            RunConfig(target=target, kernel_stamps=True)
+    assert RunConfig(target="http://127.0.0.1:1/v1", kernel_stamps=True).kernel_stamps
+    assert RunConfig(target="HTTP://127.0.0.1:1/v1", kernel_stamps=True).kernel_stamps
+
+
+def test_kernel_stamps_are_refused_off_linux(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tokspeed.backends import kernel_stamps
+
+    monkeypatch.setattr(kernel_stamps, "supported", lambda: False)
+    with pytest.raises(ValueError, match=r"--kernel-stamps\) needs Linux"):
+        RunConfig(target="http://127.0.0.1:1/v1", kernel_stamps=True)
+    assert not RunConfig(target="http://127.0.0.1:1/v1").kernel_stamps  # off, nothing is checked
+
+
+def test_a_pool_refuses_kernel_stamps_over_tls() -> None:
+    from tokspeed.backends.http1 import Endpoint, Pool
+
+    with pytest.raises(ValueError, match="plain http:// connection"):
+        Pool(Endpoint("https://127.0.0.1:1/v1"), 1, kernel_stamps=True)

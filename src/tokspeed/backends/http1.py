@@ -16,6 +16,10 @@ comes from `http_policy.HttpPolicy`, as aiohttp's does). It does not follow redi
 is the request's `http` error), use proxies (`http_policy.refuse_proxy` says so before the
 run), or decompress (it asks for identity).
 
+A pool made with `kernel_stamps` (`--kernel-stamps`) opens its plain-http connections as
+`kernel_stamps.StampedTransport`s: a read's time is then the kernel's receive stamp of its last
+packet, not when the loop got to it (`stamped_data_received`), at ~1 µs more per read.
+
 Failures end the exchange's future with one of three exceptions:
 `ConnectionLost` (the peer closed or reset before the body ended),
 `BadFraming` (a malformed chunk size, a body cut short of its length) and
