@@ -150,8 +150,9 @@ class Console:
 
     def starting(self, cfg: RunConfig, out_dir: Path) -> None:
         if not self.quiet:
-            self.out.print(f"tokspeed: benchmarking {redact_url(cfg.target) if cfg.target else cfg.target} · results in {out_dir}",
-                           soft_wrap=self.plain)
+            stamps = " · reads timed by the kernel's receive stamps" if cfg.kernel_stamps else ""
+            self.out.print(f"tokspeed: benchmarking {redact_url(cfg.target) if cfg.target else cfg.target}{stamps} · "
+                           f"results in {out_dir}", soft_wrap=self.plain)
 
     @contextmanager
     def live(self, cfg: RunConfig) -> Iterator[Progress]:

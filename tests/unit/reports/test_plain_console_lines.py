@@ -24,7 +24,7 @@ NOTE = (f"hf model {LONG_PATH} (LlamaForCausalLM, 20M parameters), in-process wi
 def test_plain_lines_are_never_wrapped(capsys: pytest.CaptureFixture[str]) -> None:
     note = NOTE
     console = Console(plain=True)
-    console.starting(SimpleNamespace(target=f"hf:{LONG_PATH}"), Path(LONG_PATH) / "results")  # type: ignore[arg-type]
+    console.starting(SimpleNamespace(target=f"hf:{LONG_PATH}", kernel_stamps=False), Path(LONG_PATH) / "results")  # type: ignore[arg-type]
     with console.live(None) as progress:  # type: ignore[arg-type]
         progress.target_ready(TargetInfo(kind="hf", url=None, model=LONG_PATH, api="chat", stream=True,
                                          include_usage=False, notes=(note,)))
@@ -35,3 +35,13 @@ def test_plain_lines_are_never_wrapped(capsys: pytest.CaptureFixture[str]) -> No
     assert lines[1] == f"Target ready: model {LONG_PATH} at in-process"
     assert lines[2] == f"  note: {note}"
     assert lines[3].startswith("label " * 30) and lines[3].endswith(" ms") and len(lines) == 4
+
+
+def test_the_first_line_says_when_reads_are_timed_by_the_kernel(capsys: pytest.CaptureFixture[str]) -> None:
+    for kernel_stamps in (True, False):
+        cfg = SimpleNamespace(target="http://127.0.0.1:8000/v1", kernel_stamps=kernel_stamps)
+        Console(plain=True).starting(cfg, Path("results"))  # type: ignore[arg-type]
+    stamped, default = capsys.readouterr().out.splitlines()
+    assert stamped == ("tokspeed: benchmarking http://127.0.0.1:8000/v1 · reads timed by the kernel's receive stamps · "
+                       "results in results")
+    assert default == "tokspeed: benchmarking http://127.0.0.1:8000/v1 · results in results"
