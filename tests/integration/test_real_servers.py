@@ -164,7 +164,11 @@ def _as_vllm(run_dir: Path) -> dict[str, Any]:
 
 
 FOREIGN_CORES = 0.25  # CPU used by processes outside this test run's tree, in cores: above it the machine was shared
-PARITY_ATTEMPTS = 2
+# a disagreement is measured again: a view that times the wrong event disagrees in every attempt, the server's
+# speed changing between runs does not repeat (seen once in six fresh-clone runs, with 0.01 cores of other work:
+# TTFT agreed, but the CPU engine decoded 17% slower during vLLM's client's run than during both of tokspeed's:
+# TPOT 9.98 ms against 8.37 / 8.59, E2E 332 ms against 282 / 287)
+PARITY_ATTEMPTS = 3
 
 
 def _tokspeed_as_vllm(server: Server, out: Path, *args: str) -> dict[str, Any]:
@@ -239,14 +243,15 @@ def test_report_as_vllm_reproduces_what_vllm_bench_serve_prints(
     ms; in another, tokens came in bunches, median ITL 0 for both clients). No tolerance holds that, so
     the test measures the CPU that processes outside this test run used meanwhile (the machine's busy
     time minus pytest's process tree, the server's and the clients' included): a disagreement while
-    that was under a quarter of a core fails at once; one while the machine was shared is measured
-    again (2 attempts in all), and if it was shared in every attempt the test skips saying so, since
-    the clients then met different servers and a comparison says nothing either way.
+    that was under a quarter of a core fails unless another attempt agrees (3 attempts in all: on an
+    idle machine the engine's decode speed was once seen to change between the runs of one attempt, a
+    wrong view disagrees every time); if the machine was shared in every attempt the test skips saying
+    so, since the clients then met different servers and a comparison says nothing either way.
     """
     tokspeed_args = ("--model", "dummy", "--api", "completions", "--dataset", "synthetic", "--input-tokens",
                      str(PARITY_IN), "--max-tokens", str(PARITY_OUT), "--extra-body", '{"ignore_eos": true}',
                      "--concurrency", "1", "--requests", str(PARITY_REQUESTS), "--warmup", "2")
-    attempts = []
+    attempts, alone = [], []
     for attempt in range(PARITY_ATTEMPTS):
         load = ForeignLoad()
         before = _tokspeed_as_vllm(vllm_server, tmp_path / f"a{attempt}", *tokspeed_args)
@@ -260,7 +265,9 @@ def test_report_as_vllm_reproduces_what_vllm_bench_serve_prints(
         print("\n".join([attempts[-1], *report]))  # pytest -s shows the figures
         if not failed:
             return
-        assert foreign > FOREIGN_CORES, "\n".join([attempts[-1], "disagree on a machine of their own:", *failed])
+        if foreign <= FOREIGN_CORES:
+            alone += [attempts[-1], "disagree on a machine of their own:", *failed]
+    assert not alone, "a wrong view disagrees in every attempt; these did:\n" + "\n".join(alone)
     pytest.skip("cannot compare: other processes used the machine during every attempt, so the clients met "
                 "different servers; " + "; ".join(attempts))
 
