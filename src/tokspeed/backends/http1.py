@@ -33,7 +33,7 @@ import select
 import socket
 import ssl as ssl_module
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from time import perf_counter_ns
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -446,14 +446,7 @@ class Pool:
                 await asyncio.sleep(wait)
                 self.refusals.waited_ns += int(wait * 1e9)
             t0 = perf_counter_ns()
-            opening = open_stamped(loop, self.endpoint.host, self.endpoint.port) if self.kernel_stamps else \
-                loop.create_connection(
-                    Connection,
-                    self.endpoint.host,
-                    self.endpoint.port,
-                    ssl=self._ssl,
-                    server_hostname=self.endpoint.host if self._ssl else None,
-                )
+            opening = self._opening(loop)
             if self.connect_timeout_s is None:
                 _, conn = await opening
             else:
@@ -467,6 +460,13 @@ class Pool:
         now = perf_counter_ns()
         self.refusals.opened(now)
         return conn, now - t0
+
+    def _opening(self, loop: asyncio.AbstractEventLoop) -> Awaitable[tuple[asyncio.BaseTransport, Connection]]:
+        """One connection to the endpoint: kernel-stamped (plain http) when asked, else the loop's own transport."""
+        host, port = self.endpoint.host, self.endpoint.port
+        if self.kernel_stamps:
+            return open_stamped(loop, host, port)
+        return loop.create_connection(Connection, host, port, ssl=self._ssl, server_hostname=host if self._ssl else None)
 
     def release(self, conn: Connection) -> None:
         """Give a connection back after an exchange; a connection that cannot be reused is closed.
