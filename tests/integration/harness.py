@@ -209,3 +209,23 @@ class Noise:
         back = f"{delivery.mean():.2f} ms" if delivery.size else "none (not streamed)"
         return (f"send lag mean {np.mean(self.send):.2f} ms (max {np.max(self.send):.2f}), "
                 f"chunk delivery lag mean {back}, over {len(self.send)} requests")
+
+
+# the kernel's stamp is on the real-time clock, moved onto the monotonic one by their offset at the read: when the
+# real-time clock is adjusted between a packet's arrival and its read, the stamp is off by the adjustment. A floor
+# allows CLOCK_SLEW_MS plus what the offset moved in a second (every wait here is shorter), measured over the test: on
+# this VM it once moved 5 ms a second for minutes (stamps 1.4-1.9 ms "early" after a 400 ms wait)
+CLOCK_SLEW_MS = 1
+
+
+class ClockDrift:
+    """How fast the real-time clock moved against the monotonic one over a test (ns per ns)."""
+
+    def __init__(self) -> None:
+        self._start = (time.perf_counter_ns(), time.time_ns() - time.perf_counter_ns())
+
+    def allowance_ms(self) -> float:
+        """CLOCK_SLEW_MS plus one second of the drift seen since this was made."""
+        now, offset = time.perf_counter_ns(), time.time_ns() - time.perf_counter_ns()
+        rate = abs(offset - self._start[1]) / max(now - self._start[0], 1)
+        return CLOCK_SLEW_MS + rate * 1000
