@@ -7,74 +7,128 @@ results dir), 2 usage or configuration error, 3 an SLO was breached (or a
 
 from __future__ import annotations
 
+import difflib
+import functools
+import importlib
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import typer
+import typer.main
+from typer.core import TyperGroup
 
 from tokspeed.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE
 from tokspeed.errors import TokspeedError
 
 # typer re-exports click's exceptions (vendored in newer typer): find their common base
 _ClickError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
-app = typer.Typer(
-    name="tokspeed",
-    help="Measure how fast an LLM deployment really is: TTFT, ITL, TPOT, throughput, goodput.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-)
+HELP = "Measure how fast an LLM deployment really is: TTFT, ITL, TPOT, throughput, goodput."
 
 
-def _register() -> None:
-    from tokspeed.cli import (
-        compare_cmd,
-        conformance_cmd,
-        cost_cmd,
-        diagnose_cmd,
-        estimate_cmd,
-        monitor_cmd,
-        report_cmd,
-        run_cmd,
-        sim_cmd,
-        sweep_cmd,
-    )
+@dataclass(frozen=True)
+class _Entry:
+    """Where a command lives: its module in tokspeed.cli, its function (None: the module's `app`, a group)."""
 
-    app.command("run", help=run_cmd.HELP, no_args_is_help=False)(run_cmd.run)
-    app.command("sweep", help=sweep_cmd.SWEEP_HELP)(sweep_cmd.sweep)
-    app.command("capacity", help=sweep_cmd.CAPACITY_HELP)(sweep_cmd.capacity)
-    app.command("report", help=report_cmd.HELP)(report_cmd.report)
-    app.command("sim", help=sim_cmd.HELP)(sim_cmd.sim)
-    app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)
-    app.command("diagnose", help=diagnose_cmd.HELP)(diagnose_cmd.diagnose)
-    app.command("estimate", help=estimate_cmd.HELP)(estimate_cmd.estimate)
-    app.command("efficiency", help=cost_cmd.EFFICIENCY_HELP)(cost_cmd.efficiency)
-    app.command("cost", help=cost_cmd.COST_HELP)(cost_cmd.cost)
-    from tokspeed.cli import quality_cmd
-
-    app.command("quality", help=quality_cmd.HELP)(quality_cmd.quality)
-    from tokspeed.cli import check_model_cmd
-    app.command("check-model", help=check_model_cmd.HELP)(check_model_cmd.check_model)
-    from tokspeed.cli import locust_cmd
-
-    app.add_typer(locust_cmd.app, name="locust", help=locust_cmd.HELP)
-    app.command("conformance", help=conformance_cmd.HELP)(conformance_cmd.conformance)
-    app.command("monitor", help=monitor_cmd.HELP)(monitor_cmd.monitor)
-    from tokspeed.cli import history_cmd
-
-    app.add_typer(history_cmd.app, name="history", help=history_cmd.HELP)
+    module: str
+    function: str | None
+    help: str = "HELP"
 
 
-_register()
+# every command, in the order `tokspeed --help` lists them (Typer lists groups after commands)
+_COMMANDS: dict[str, _Entry] = {
+    "run": _Entry("run_cmd", "run"),
+    "sweep": _Entry("sweep_cmd", "sweep", "SWEEP_HELP"),
+    "capacity": _Entry("sweep_cmd", "capacity", "CAPACITY_HELP"),
+    "report": _Entry("report_cmd", "report"),
+    "sim": _Entry("sim_cmd", "sim"),
+    "compare": _Entry("compare_cmd", "compare"),
+    "diagnose": _Entry("diagnose_cmd", "diagnose"),
+    "estimate": _Entry("estimate_cmd", "estimate"),
+    "efficiency": _Entry("cost_cmd", "efficiency", "EFFICIENCY_HELP"),
+    "cost": _Entry("cost_cmd", "cost", "COST_HELP"),
+    "quality": _Entry("quality_cmd", "quality"),
+    "check-model": _Entry("check_model_cmd", "check_model"),
+    "conformance": _Entry("conformance_cmd", "conformance"),
+    "monitor": _Entry("monitor_cmd", "monitor"),
+    "locust": _Entry("locust_cmd", None),
+    "history": _Entry("history_cmd", None),
+}
+
+
+def _typer() -> typer.Typer:
+    return typer.Typer(name="tokspeed", help=HELP, no_args_is_help=True, add_completion=False,
+                       pretty_exceptions_enable=False, rich_markup_mode="rich")
+
+
+def _add(app: typer.Typer, name: str) -> None:
+    """Register command `name` on `app`, importing its module."""
+    entry = _COMMANDS[name]
+    module = importlib.import_module(f"tokspeed.cli.{entry.module}")
+    help_text = getattr(module, entry.help)
+    if entry.function is None:
+        app.add_typer(module.app, name=name, help=help_text)
+        return
+    app.command(name, help=help_text)(getattr(module, entry.function))
+
+
+class _Commands(TyperGroup):
+    """`tokspeed`'s group, importing a command's module only when that command is asked for.
+
+    Building every command imports the whole package (~1 s of a CLI start, most of it for `run`'s
+    stack); `tokspeed sim` or `tokspeed compare` need a small part of it. `--help` asks for every
+    command (their short help), so it imports them all, as before.
+    """
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(_COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in _COMMANDS:
+            return None
+        one = _typer()
+        _add(one, cmd_name)
+        return typer.main.get_group(one).commands[cmd_name]
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """An unknown command's error suggests the close names, as Typer's does from the commands it built."""
+        try:
+            return super().resolve_command(ctx, args)
+        except _UsageError as exc:
+            matches = difflib.get_close_matches(args[0], list(_COMMANDS)) if args else []
+            if matches and "Did you mean" not in exc.message:  # type: ignore[attr-defined]
+                suggestions = ", ".join(f"{m!r}" for m in matches)
+                exc.message = f"{exc.message.rstrip('.')}. Did you mean {suggestions}?"  # type: ignore[attr-defined]
+            raise
+
+
+def _root() -> _Commands:
+    return _Commands(name="tokspeed", help=HELP, no_args_is_help=True, rich_markup_mode="rich")
+
+
+@functools.cache
+def _whole_app() -> typer.Typer:
+    app = _typer()
+    for command in _COMMANDS:
+        _add(app, command)
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    """`app`: the whole Typer app with every command registered (the reference and the tests walk it)."""
+    if name == "app":
+        return _whole_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse `argv`, run the command, turn errors into a message and an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        rc = app(args=args, prog_name="tokspeed", standalone_mode=False)
+        rc = _root().main(args=args, prog_name="tokspeed", standalone_mode=False)
     except TokspeedError as exc:
         return _error(str(exc), exc.hint, exc.exit_code)
     except typer.Exit as exc:

@@ -7,9 +7,7 @@ tests/integration/test_bad_input.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -51,24 +49,10 @@ CASES: list[tuple[str, list[str], str]] = [
 ]
 
 
-@pytest.fixture(scope="module")
-def command() -> Callable[..., Any]:
-    """The click command typer builds for `tokspeed` (~1.5 s on a loaded machine), built once for the table."""
-    import typer.main
-
-    from tokspeed import cli
-
-    return typer.main.get_command(cli.app)  # what `cli.app(...)` builds on every call, then calls
-
-
 @pytest.mark.parametrize("args,needle", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_value_gives_one_error_line_and_exit_2(
     args: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-    command: Callable[..., Any],
 ) -> None:
-    from tokspeed import cli
-
-    monkeypatch.setattr(cli, "app", command)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("TOKSPEED_TARGET", raising=False)
     full = args if "--target" in args else ["--target", TARGET, *args]
