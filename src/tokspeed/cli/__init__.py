@@ -59,8 +59,8 @@ _COMMANDS: dict[str, _Entry] = {
 }
 
 
-def _typer() -> typer.Typer:
-    return typer.Typer(name="tokspeed", help=HELP, no_args_is_help=True, add_completion=False,
+def _typer(cls: type[TyperGroup] | None = None) -> typer.Typer:
+    return typer.Typer(cls=cls, name="tokspeed", help=HELP, no_args_is_help=True, add_completion=False,
                        pretty_exceptions_enable=False, rich_markup_mode="rich")
 
 
@@ -99,14 +99,15 @@ class _Commands(TyperGroup):
             return super().resolve_command(ctx, args)
         except _UsageError as exc:
             matches = difflib.get_close_matches(args[0], list(_COMMANDS)) if args else []
-            if matches and "Did you mean" not in exc.message:  # type: ignore[attr-defined]
+            if matches:
                 suggestions = ", ".join(f"{m!r}" for m in matches)
                 exc.message = f"{exc.message.rstrip('.')}. Did you mean {suggestions}?"  # type: ignore[attr-defined]
             raise
 
 
-def _root() -> _Commands:
-    return _Commands(name="tokspeed", help=HELP, no_args_is_help=True, rich_markup_mode="rich")
+def _root() -> TyperGroup:
+    """The group with no command built yet: Typer makes it from the same settings as the whole app."""
+    return typer.main.get_group(_typer(_Commands))
 
 
 @functools.cache
